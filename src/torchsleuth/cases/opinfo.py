@@ -1,0 +1,265 @@
+"""The one adapter over PyTorch's OpInfo database (``torch.testing._internal``).
+
+Design note. The OpInfo database is the only source of sample inputs for ~700
+ops, but it is private API that moves between releases. Every access to it
+lives here, behind a handful of functions that take and return plain values
+(names, ``torch.dtype``, lists of samples as ``Sample`` tuples), so a change in
+a future release is mended in one place. Everything here works on torch 2.4
+through 2.14: it uses only ``op_db``, ``OpInfo.{name, variant_test_name, op,
+method_variant, inplace_variant, supports_out, supports_autograd,
+supported_dtypes, supported_backward_dtypes, sample_inputs, decorators}``,
+``SampleInput.{input, args, kwargs, output_process_fn_grad}``,
+``ReductionOpInfo.generate_args_kwargs`` and ``toleranceOverride.d``; each read
+of an attribute that a release might lack goes through ``getattr`` with a
+default.
+
+Samples are always made on the CPU, from a seed fixed by op and dtype, so that
+the same case gets the same values in every process and on every run, and the
+device reference sees exactly the values the device saw.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ..errors import UsageError
+
+# A reduction gets one extra sample whose reduced dim is this long: the
+# OpInfo samples reduce over at most a few dozen elements, too few for
+# low-precision accumulation error to show.
+LONG_REDUCTION = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One OpInfo sample, as plain values: ``op(input, *args, **kwargs)``."""
+
+    input: Any
+    args: tuple
+    kwargs: dict
+    # maps the op's output to what is differentiated (OpInfo's convention)
+    output_process_fn_grad: Callable[[Any], Any]
+
+
+@functools.cache
+def _op_db() -> tuple:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from torch.testing._internal.common_methods_invocations import op_db
+    except ImportError as e:  # expecttest or numpy missing, usually
+        raise UsageError(
+            f"cannot load PyTorch's OpInfo database ({e}); install numpy and expecttest "
+            "(pip install numpy expecttest)"
+        ) from None
+    return tuple(op_db) + _extra_ops()
+
+
+def _full_name(opinfo) -> str:
+    variant = getattr(opinfo, "variant_test_name", "")
+    return f"{opinfo.name}.{variant}" if variant else opinfo.name
+
+
+@functools.cache
+def catalog() -> dict[str, Any]:
+    """Every op by its catalog name ("addcmul", "normal.in_place")."""
+    return {_full_name(o): o for o in _op_db()}
+
+
+def get(name: str):
+    return catalog()[name]
+
+
+def source(opinfo) -> str:
+    return "torchsleuth" if isinstance(opinfo, _ExtraOp) else "opinfo"
+
+
+def dtypes(opinfo, device_type: str, *, backward: bool = False) -> set[torch.dtype]:
+    try:
+        if backward:
+            if not getattr(opinfo, "supports_autograd", False):
+                return set()
+            return set(opinfo.supported_backward_dtypes(device_type))
+        return set(opinfo.supported_dtypes(device_type))
+    except Exception:  # a device type the op table does not know
+        return set(opinfo.supported_dtypes("cpu")) if not backward else set()
+
+
+def functions(opinfo) -> dict[str, Callable]:
+    """The callable for each variant the op has ("backward" calls the functional one)."""
+    found = {"functional": opinfo.op}
+    if getattr(opinfo, "method_variant", None) is not None:
+        found["method"] = opinfo.method_variant
+    if getattr(opinfo, "inplace_variant", None) is not None:
+        found["inplace"] = opinfo.inplace_variant
+    if getattr(opinfo, "supports_out", False):
+        found["out"] = opinfo.op
+    if getattr(opinfo, "supports_autograd", False):
+        found["backward"] = opinfo.op
+    return found
+
+
+def samples(opinfo, dtype: torch.dtype) -> list[Sample]:
+    """The op's samples for ``dtype``, on the CPU, the same in every process."""
+    seed = int.from_bytes(hashlib.sha256(f"{_full_name(opinfo)}|{dtype}".encode()).digest()[:4], "little")
+    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
+        warnings.simplefilter("ignore")
+        torch.manual_seed(seed)
+        found = [_plain(s) for s in opinfo.sample_inputs("cpu", dtype, requires_grad=False)]
+        found.extend(_long_reductions(opinfo, dtype))
+    return found
+
+
+def _plain(sample) -> Sample:
+    process = getattr(sample, "output_process_fn_grad", None) or (lambda x: x)
+    return Sample(
+        input=sample.input,
+        args=tuple(sample.args),
+        kwargs=dict(sample.kwargs),
+        output_process_fn_grad=process,
+    )
+
+
+def _long_reductions(opinfo, dtype: torch.dtype) -> list[Sample]:
+    generate = getattr(opinfo, "generate_args_kwargs", None)
+    if generate is None or not _is_reduction(opinfo) or not (dtype.is_floating_point or dtype.is_complex):
+        return []
+    from torch.testing import make_tensor
+
+    t = make_tensor((3, LONG_REDUCTION), dtype=dtype, device="cpu")
+    found = []
+    for args, kwargs in generate(t, dim=-1, keepdim=False):
+        kwargs = dict(kwargs, dim=-1, keepdim=False)
+        found.append(Sample(input=t, args=tuple(args), kwargs=kwargs, output_process_fn_grad=lambda x: x))
+    return found
+
+
+def _is_reduction(opinfo) -> bool:
+    from torch.testing._internal.opinfo.core import ReductionOpInfo
+
+    return isinstance(opinfo, ReductionOpInfo)
+
+
+def tolerance_override(opinfo, device_type: str, dtype: torch.dtype) -> tuple[float, float] | None:
+    """The widest (atol, rtol) that PyTorch's own tests allow this op and dtype.
+
+    OpInfo entries carry ``toleranceOverride`` decorators for the tests that
+    compare results; the widest of them, for this device type and dtype, is
+    what PyTorch's maintainers have declared this op's numerics to need.
+    """
+    atol = rtol = None
+    for info in getattr(opinfo, "decorators", ()) or ():
+        wanted_device = getattr(info, "device_type", None)
+        if wanted_device is not None and wanted_device != device_type:
+            continue
+        if getattr(info, "active_if", True) is False:
+            continue
+        for decorator in getattr(info, "decorators", ()) or ():
+            table = getattr(decorator, "d", None)
+            if type(decorator).__name__ != "toleranceOverride" or not isinstance(table, dict):
+                continue
+            tol = table.get(dtype)
+            if tol is None:
+                continue
+            atol = max(atol or 0.0, float(tol.atol))
+            rtol = max(rtol or 0.0, float(tol.rtol))
+    if atol is None:
+        return None
+    return atol, rtol
+
+
+# --- cases the OpInfo database lacks -------------------------------------------
+#
+# The first seed story's random in-place ops include ``random_`` and
+# ``bernoulli_``, which have no OpInfo entry of their own. They are described
+# here with the few attributes this adapter reads, so the rest of the pipeline
+# cannot tell them apart from OpInfo entries.
+
+
+class _ExtraOp:
+    supports_out = False
+    supports_autograd = False
+    method_variant = None
+    variant_test_name = ""
+    decorators = ()
+
+    def __init__(self, name, inplace, make_args, dtypes_):
+        self.name = name
+        self.inplace_variant = inplace
+        self.op = lambda t, *args, **kwargs: inplace(t.clone(), *args, **kwargs)
+        self._make_args = make_args
+        self._dtypes = dtypes_
+
+    def supported_dtypes(self, device_type):
+        return set(self._dtypes)
+
+    def supported_backward_dtypes(self, device_type):
+        return set()
+
+    def sample_inputs(self, device, dtype, requires_grad=False):
+        from torch.testing import make_tensor
+        from torch.testing._internal.opinfo.core import SampleInput
+
+        for shape in ((10,), (5, 5), (4, 3, 5)):
+            t = make_tensor(shape, dtype=dtype, device=device)
+            for args, kwargs in self._make_args(dtype):
+                yield SampleInput(t, args=args, kwargs=kwargs)
+
+
+def _random_args(dtype):
+    if dtype == torch.bool:
+        yield (), {}
+        return
+    yield (), {}
+    yield (3,), {}
+    yield (-2, 7) if dtype not in (torch.uint8,) else (1, 7), {}
+
+
+def _bernoulli_args(dtype):
+    yield (0.5,), {}
+    yield (), {"p": 0.25}
+
+
+def _extra_ops() -> tuple:
+    ints = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+    floats = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    return (
+        _ExtraOp("random_", torch.Tensor.random_, _random_args, ints + floats + (torch.bool,)),
+        _ExtraOp("bernoulli_", torch.Tensor.bernoulli_, _bernoulli_args, floats + ints + (torch.bool,)),
+    )
+
+
+# --- public names, for repro scripts -----------------------------------------------
+
+_NAMESPACES = ("torch", "torch.Tensor", "torch.nn.functional", "torch.linalg", "torch.special", "torch.fft", "torch.masked")
+
+
+@functools.cache
+def _public_index() -> dict[int, str]:
+    """``id`` of every public callable in the namespaces above, to its dotted name."""
+    import importlib
+
+    found: dict[int, str] = {}
+    for space in _NAMESPACES:
+        obj = torch.Tensor if space == "torch.Tensor" else importlib.import_module(space)
+        for name in dir(obj):
+            if name.startswith("_"):
+                continue
+            value = getattr(obj, name, None)
+            if callable(value):
+                found.setdefault(id(value), f"{space}.{name}")
+    return found
+
+
+def public_name(opinfo, variant: str) -> str:
+    """An importable name for the variant's callable, or "" when it has none (a lambda)."""
+    function = functions(opinfo).get("functional" if variant == "backward" else variant)
+    if function is None:
+        return ""
+    return _public_index().get(id(function), "")

@@ -1,0 +1,33 @@
+"""What a sweep was asked to do: the one record every stage and process reads."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+from .cases.records import DEFAULT_DTYPES, LAYOUTS, VARIANTS
+
+DEFAULT_SAMPLES = 3
+DEFAULT_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SweepConfig:
+    command: str = "ops"
+    device: str = "cpu"
+    ops: tuple[str, ...] = ()  # catalog names, already resolved from --ops
+    dtypes: tuple[str, ...] = DEFAULT_DTYPES
+    layouts: tuple[str, ...] = LAYOUTS
+    variants: tuple[str, ...] = VARIANTS
+    samples: int = DEFAULT_SAMPLES  # samples per op and dtype (0: all)
+    workers: int = 1
+    timeout: float = DEFAULT_TIMEOUT  # seconds one case may take before it is a hang
+    threads: int = 1  # intra-op threads in each worker
+
+    def key(self) -> str:
+        """Identifies what is swept (not how fast): a rerun with the same key resumes."""
+        fields = asdict(self)
+        for how in ("workers", "timeout", "threads"):
+            fields.pop(how)
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]

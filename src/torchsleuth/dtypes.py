@@ -1,0 +1,50 @@
+"""Dtype names as users write them, and the few facts about dtypes every stage needs."""
+
+from __future__ import annotations
+
+import torch
+
+from .errors import UsageError
+
+# Names a user may give to --dtypes, in the order they are listed.
+NAMES = (
+    "float64", "float32", "float16", "bfloat16",
+    "complex128", "complex64", "complex32",
+    "int64", "int32", "int16", "int8", "uint8", "bool",
+)
+ALIASES = {"double": "float64", "float": "float32", "half": "float16", "long": "int64", "int": "int32", "cfloat": "complex64", "cdouble": "complex128"}
+
+
+def parse(name: str) -> torch.dtype:
+    name = ALIASES.get(name.strip(), name.strip())
+    if name not in NAMES:
+        raise UsageError(f"unknown dtype {name!r}; allowed: {', '.join(NAMES)}")
+    return getattr(torch, name)
+
+
+def name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def is_inexact(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point or dtype.is_complex
+
+
+def wide(dtype: torch.dtype) -> torch.dtype:
+    """float64 for a floating dtype, complex128 for a complex one; others as they are."""
+    if dtype.is_complex:
+        return torch.complex128
+    if dtype.is_floating_point:
+        return torch.float64
+    return dtype
+
+
+def real_part(dtype: torch.dtype) -> torch.dtype:
+    return {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}.get(dtype, dtype)
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    dtype = real_part(dtype)
+    if not dtype.is_floating_point:
+        return 0.0
+    return torch.finfo(dtype).eps / 2

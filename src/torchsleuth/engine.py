@@ -1,0 +1,171 @@
+"""One unit of work inside a worker: cases -> run -> judge, one outcome per case.
+
+Design note. A unit is every case of one op and dtype on one device. The
+worker makes the op's samples once (on the CPU, seeded), picks
+``config.samples`` of them spread over the list, and for each sample plans
+its cases (cases.plan), runs each (run.call), and judges it (judge.oracles).
+References are shared by the cases of a sample that see the same values.
+
+It yields ``("begin", case_id)`` before each case and ``("outcome",
+Outcome)`` after, so that the process running it can tell which case was in
+flight if the worker dies or stops answering.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Iterator
+
+import torch
+
+from .cases import layouts as layout_rules
+from .cases import opinfo
+from .cases.plan import cases_for, spread
+from .cases.records import Case, Unit
+from .config import SweepConfig
+from .judge.oracles import judge, one_line
+from .judge.records import Outcome
+from .run import call, tree
+from .run.evidence import Evidence
+from .run.facts import facts as read_facts
+from .run.references import References, base_case
+
+Event = tuple[str, object]
+
+# Values a random in-place op's self is filled with before its two runs:
+# an element that keeps its fill in both runs was never written.
+_PREFILL = {True: (float("nan"), 1234.5), False: (7, 11)}
+
+
+def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()) -> Iterator[Event]:
+    entry = opinfo.get(unit.op)
+    dtype = getattr(torch, unit.dtype)
+    functions = opinfo.functions(entry)
+    backward_ok = dtype in opinfo.dtypes(entry, torch.device(unit.device).type, backward=True)
+    variants = [v for v in config.variants if v in functions and (v != "backward" or backward_ok)]
+    override = opinfo.tolerance_override(entry, torch.device(unit.device).type, dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        samples = opinfo.samples(entry, dtype)
+        for index in spread(len(samples), config.samples):
+            yield from _run_sample(unit, config, entry, functions, variants, samples[index], index, override, skip)
+
+
+def _run_sample(unit, config, entry, functions, variants, sample, index, override, skip) -> Iterator[Event]:
+    shared: dict[Case, References] = {}
+
+    def references(case: Case) -> References:
+        base = base_case(case)
+        if base not in shared:
+            try:
+                result = None
+                if base.variant == "backward":
+                    result = references(_functional(base)).contiguous.value
+                prepared = call.prepare(base, functions["functional"], sample, reference_result=result, grad_seed=index)
+                shared[base] = References(prepared, getattr(torch, unit.dtype), seed=index)
+            except Exception as e:
+                raise _NoReference(e) from None
+        return shared[base]
+
+    inputs = tree.call_leaves(*call.sample_call(sample, "cpu"))
+    for variant in variants:
+        try:
+            tensors, written = _planned_tensors(variant, inputs, references, unit, index)
+        except _NoReference as e:
+            yield from _skipped(unit, variant, index, "the contiguous reference raised: " + one_line(e.error), skip, status="raised")
+            continue
+        if tensors is None:
+            yield from _skipped(unit, variant, index, written, skip)
+            continue
+        for case in cases_for(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, tensors=tensors, layouts=config.layouts, written=written):
+            if case.id in skip:
+                continue
+            yield "begin", case.id
+            yield "outcome", _run_case(case, entry, functions[variant], sample, references, override)
+
+
+class _NoReference(Exception):
+    def __init__(self, error):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _functional(case: Case) -> Case:
+    keep = tuple((p, l) for p, l in case.layouts if not p.startswith("grad_output"))
+    return Case(op=case.op, variant="functional", dtype=case.dtype, device=case.device, sample=case.sample, layouts=keep)
+
+
+def _planned_tensors(variant, inputs, references, unit, index):
+    """The tensors a variant lays out, and which it writes; (None, reason) when it has none."""
+    if variant in ("functional", "method"):
+        return inputs, frozenset()
+    if variant == "inplace":
+        return inputs, frozenset(p for p in inputs if p == "input" or p.startswith("input["))
+    base = Case(op=unit.op, variant="functional", dtype=unit.dtype, device=unit.device, sample=index)
+    reference = references(base).contiguous
+    if not reference.ok:
+        raise _NoReference(reference.error)
+    if variant == "out":
+        outs = {p: v for p, v in tree.output_leaves(reference.value) if isinstance(v, torch.Tensor)}
+        if len(outs) != len(tree.output_leaves(reference.value)):
+            return None, "the result is not made of tensors, so out= has nothing to take"
+        return outs, frozenset(outs)
+    backward = references(Case(op=unit.op, variant="backward", dtype=unit.dtype, device=unit.device, sample=index))
+    grads = {p: t for p, t in backward.base.tensors.items() if p.startswith("grad_output")}
+    if not grads:
+        return None, "no differentiable output"
+    return {**{p: t for p, t in inputs.items() if call.differentiable(t)}, **grads}, frozenset()
+
+
+def _skipped(unit, variant, index, reason, skip, status="skip") -> Iterator[Event]:
+    case = Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index)
+    if case.id not in skip:
+        yield "begin", case.id
+        yield "outcome", Outcome(case=case, status=status, reason=reason)
+
+
+def _run_case(case: Case, entry, function, sample, references, override) -> Outcome:
+    start = time.perf_counter()
+    try:
+        refs = references(case)
+    except _NoReference as e:
+        return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(e.error))
+    if not refs.contiguous.ok:
+        return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(refs.contiguous.error))
+    reference_result = refs.contiguous.value if case.variant == "out" else references(_functional(case)).contiguous.value if case.variant == "backward" else None
+    prepared = call.prepare(case, function, sample, reference_result=reference_result, grad_seed=case.sample)
+    ref_facts = read_facts(refs.contiguous.trace, refs.base.tensors, refs.contiguous.value, fallback=case.op)
+    second, prefill = None, ()
+    if case.variant == "inplace" and ref_facts.random:
+        prepared, ran, second, prefill = _prefilled_runs(case, function, sample)
+    else:
+        ran = call.execute(prepared)
+    test_facts = read_facts(ran.trace, prepared.tensors, ran.result, fallback=case.op)
+    if case.variant == "backward":
+        test_facts = ref_facts
+    facts = type(ref_facts)(
+        op=test_facts.op, random=ref_facts.random or test_facts.random, reduction_length=ref_facts.reduction_length,
+        uninitialized=ref_facts.uninitialized, storage_defined=ref_facts.storage_defined or test_facts.storage_defined,
+    )
+    evidence = Evidence(prepared, ran, refs, facts, function_name=opinfo.public_name(entry, case.variant), second=second, prefill=prefill)
+    outcome = judge(evidence, override=override)
+    return Outcome(case=case, status=outcome.status, reason=outcome.reason, findings=outcome.findings, seconds=time.perf_counter() - start)
+
+
+def _prefilled_runs(case, function, sample):
+    """Two runs of a random in-place case, self filled with a different value before each.
+
+    Returns the first run's call and result, the second's result, and the fills.
+    """
+    runs = []
+    dtype = getattr(torch, case.dtype)
+    fills = (False, True) if dtype == torch.bool else _PREFILL[dtype.is_floating_point or dtype.is_complex]
+    for fill in fills:
+        prepared = call.prepare(case, function, sample)
+        with torch.no_grad():
+            for path in prepared.written:
+                prepared.tensors[path].fill_(fill)
+        runs.append((prepared, call.execute(prepared)))
+    (prepared, first), (_, second) = runs
+    return prepared, first, second, fills

@@ -1,0 +1,159 @@
+"""Comparing two results leaf by leaf, metadata before values, mismatches as data.
+
+A result is a tree of tensors and Python values; both sides are flattened to
+``(path, leaf)`` pairs (``out``, ``out[1]``, ``grad[input]``). For each pair the
+structure, then the type, shape and dtype are compared, and only then the
+values. Values are compared on the CPU in float64 (complex128): NaN matches
+NaN, an infinity matches the same infinity, and a finite element passes when
+``|actual - expected| <= allowed`` (judge.tolerance). Integer and bool values
+must match exactly unless a slack is given for them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+
+from ..dtypes import is_inexact, name as dtype_name, wide
+from ..run.tree import output_leaves
+from .records import Mismatch
+from .tolerance import Tolerance
+
+Leaves = list[tuple[str, Any]]
+
+
+def flatten(value: Any, root: str = "out") -> Leaves:
+    if isinstance(value, dict):
+        return [(f"{key}", v) for key, v in value.items()]
+    return output_leaves(value, root)
+
+
+def compare(
+    actual: Leaves,
+    expected: Leaves,
+    *,
+    tolerance: Callable[[torch.dtype], Tolerance],
+    slack: dict[str, torch.Tensor] | None = None,
+    check_dtype: bool = True,
+    bitwise: bool = False,
+) -> list[Mismatch]:
+    """Every leaf where ``actual`` is not ``expected`` within tolerance (none: they agree)."""
+    found = []
+    expected_paths = [p for p, _ in expected]
+    if [p for p, _ in actual] != expected_paths:
+        return [Mismatch(path="out", attribute="structure", expected=str(expected_paths), actual=str([p for p, _ in actual]))]
+    for (path, a), (_, e) in zip(actual, expected):
+        mismatch = compare_leaf(path, a, e, tolerance=tolerance, slack=(slack or {}).get(path), check_dtype=check_dtype, bitwise=bitwise)
+        if mismatch is not None:
+            found.append(mismatch)
+    return found
+
+
+def compare_leaf(path, a, e, *, tolerance, slack=None, check_dtype=True, bitwise=False) -> Mismatch | None:
+    if isinstance(e, torch.Tensor) or isinstance(a, torch.Tensor):
+        if not (isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor)):
+            return Mismatch(path=path, attribute="type", expected=type(e).__name__, actual=type(a).__name__)
+        return _tensors(path, a, e, tolerance=tolerance, slack=slack, check_dtype=check_dtype, bitwise=bitwise)
+    if isinstance(e, (bool, int, float, complex)) and isinstance(a, (bool, int, float, complex)) and not isinstance(e, bool):
+        return _tensors(path, torch.tensor(a), torch.tensor(e), tolerance=tolerance, slack=None, check_dtype=False, bitwise=bitwise)
+    if type(a) is not type(e) or a != e:
+        return Mismatch(path=path, attribute="value", expected=repr(e)[:80], actual=repr(a)[:80])
+    return None
+
+
+def _tensors(path, a: torch.Tensor, e: torch.Tensor, *, tolerance, slack, check_dtype, bitwise) -> Mismatch | None:
+    if a.layout != e.layout or a.is_sparse or e.is_sparse:
+        if a.layout != e.layout:
+            return Mismatch(path=path, attribute="layout", expected=str(e.layout), actual=str(a.layout))
+        a, e = a.to_dense(), e.to_dense()
+    if a.shape != e.shape:
+        return Mismatch(path=path, attribute="shape", expected=str(list(e.shape)), actual=str(list(a.shape)))
+    if check_dtype and a.dtype != e.dtype:
+        return Mismatch(path=path, attribute="dtype", expected=dtype_name(e.dtype), actual=dtype_name(a.dtype))
+    a = a.detach().resolve_conj().resolve_neg().cpu()
+    e = e.detach().resolve_conj().resolve_neg().cpu()
+    if a.is_quantized or e.is_quantized:
+        a, e = a.dequantize(), e.dequantize()
+    if bitwise:
+        return _bitwise(path, a, e)
+    inexact = is_inexact(a.dtype) or is_inexact(e.dtype)
+    tol = tolerance(a.dtype) if inexact else Tolerance(atol=0.0, rtol=0.0)
+    work = torch.complex128 if (a.is_complex() or e.is_complex()) else torch.float64
+    if not inexact and slack is None:
+        if torch.equal(a, e.to(a.dtype)):
+            return None
+        work = torch.float64 if a.dtype != torch.int64 and e.dtype != torch.int64 else torch.int64
+    a64, e64 = a.to(work), e.to(work)
+    if work == torch.int64:
+        bad = a64 != e64
+        diff = (a64 - e64).abs().to(torch.float64)
+        allowed = torch.zeros_like(diff)
+    else:
+        diff = (a64 - e64).abs()
+        allowed = tol.atol + tol.rtol * e64.abs()
+        if slack is not None:
+            allowed = allowed + slack.to(torch.float64).reshape(allowed.shape)
+        same = (a64 == e64) | (_isnan(a64) & _isnan(e64))
+        bad = ~same & ~(diff <= allowed)  # NaN in diff counts as bad
+    if not bool(bad.any()):
+        return None
+    excess = torch.where(bad, torch.nan_to_num(diff - allowed, nan=math.inf, posinf=math.inf), torch.full_like(diff, -math.inf))
+    flat = int(excess.reshape(-1).argmax())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), a.shape)) if a.dim() else ()
+    return Mismatch(
+        path=path, attribute="values",
+        expected=_fmt(e.reshape(-1)[flat]), actual=_fmt(a.reshape(-1)[flat]),
+        mismatched=int(bad.sum()), numel=a.numel(), worst_index=index,
+        max_abs_err=_finite_or_inf(diff.reshape(-1)[flat]),
+        atol=tol.atol, rtol=tol.rtol, allowed=float(allowed.reshape(-1)[flat]),
+    )
+
+
+def _bitwise(path: str, a: torch.Tensor, e: torch.Tensor) -> Mismatch | None:
+    if a.dtype != e.dtype:
+        return Mismatch(path=path, attribute="dtype", expected=dtype_name(e.dtype), actual=dtype_name(a.dtype))
+    if a.numel() == 0:
+        return None
+    if a.dtype == torch.bool:
+        bad = a != e
+    else:
+        # compare the bits, so that NaN payloads and signed zeros count too
+        bad = (bytes_of(a) != bytes_of(e)).any(-1).reshape(a.shape)
+    if not bool(bad.any()):
+        return None
+    flat = int(bad.reshape(-1).to(torch.uint8).argmax())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), a.shape)) if a.dim() else ()
+    err = None
+    if is_inexact(a.dtype):
+        err = _finite_or_inf((a.reshape(-1)[flat].to(wide(a.dtype)) - e.reshape(-1)[flat].to(wide(a.dtype))).abs())
+    return Mismatch(
+        path=path, attribute="values", expected=_fmt(e.reshape(-1)[flat]), actual=_fmt(a.reshape(-1)[flat]),
+        mismatched=int(bad.sum()), numel=a.numel(), worst_index=index, max_abs_err=err, allowed=0.0,
+    )
+
+
+def bytes_of(t: torch.Tensor) -> torch.Tensor:
+    """The bytes of each element of ``t`` (on the CPU), one row an element."""
+    flat = torch.empty(t.numel(), dtype=t.dtype)
+    flat.copy_(t.detach().reshape(-1))  # a fresh buffer: a size-1 view may keep any stride
+    return flat.view(torch.uint8).reshape(-1, flat.element_size())
+
+
+def _isnan(t: torch.Tensor) -> torch.Tensor:
+    return torch.isnan(t) if t.is_floating_point() or t.is_complex() else torch.zeros_like(t, dtype=torch.bool)
+
+
+def _finite_or_inf(x: torch.Tensor) -> float:
+    value = float(x.real if x.is_complex() else x)
+    return value if not math.isnan(value) else math.inf
+
+
+def _fmt(x: torch.Tensor) -> str:
+    value = x.item()
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, complex):
+        return f"({value.real:.6g}{value.imag:+.6g}j)"
+    return str(value)

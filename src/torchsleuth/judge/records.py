@@ -1,0 +1,90 @@
+"""Records of the judge stage: a mismatch as data, a finding, and a judged case."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..cases.records import Case
+from ..run.records import CallSpec
+
+# Finding kinds (the findings-file contract; the list may grow).
+KINDS = (
+    "mismatch",
+    "dropped_write",
+    "out_ignored",
+    "input_mutated",
+    "out_of_view_write",
+    "random_coverage",
+    "nondeterministic",
+    "gradient_mismatch",
+    "sharding_mismatch",
+    "crash",
+    "hang",
+    "invariant",
+)
+
+# What a finding was judged against.
+REFERENCES = ("layout", "device", "precision", "contract", "determinism", "isolation")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Mismatch:
+    """Where actual and expected part, and by how much against what was allowed."""
+
+    path: str  # "out", "out[1]", "grad[input]", "self"
+    attribute: str  # "shape", "dtype", "stride", "values", "identity", "storage"
+    expected: str  # rendered value at the worst place (or the expected metadata)
+    actual: str
+    mismatched: int = 0  # elements beyond tolerance
+    numel: int = 0
+    worst_index: tuple[int, ...] = ()
+    max_abs_err: float | None = None
+    atol: float = 0.0
+    rtol: float = 0.0
+    allowed: float | None = None  # what was allowed at the worst element
+
+    def describe(self) -> str:
+        if self.attribute != "values":
+            return f"{self.path}: {self.attribute} expected {self.expected}, got {self.actual}"
+        share = f"{self.mismatched}/{self.numel}"
+        at = f" at {list(self.worst_index)}" if self.worst_index else ""
+        err = "" if self.max_abs_err is None else f"; error {self.max_abs_err:.3g}"
+        allowed = "" if self.allowed is None else f", allowed {self.allowed:.3g}"
+        return (
+            f"{self.path}: {share} elements differ; worst{at}: expected {self.expected}, "
+            f"got {self.actual}{err}{allowed} (atol={self.atol:.3g}, rtol={self.rtol:.3g})"
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finding:
+    id: str  # "f-" + a hash of case id and kind; stable across runs
+    kind: str  # one of KINDS
+    op: str  # the aten overload called, "aten.addcmul_.default"; the OpInfo name if none
+    opinfo: str  # the catalog name, "addcmul"
+    variant: str
+    dtype: str
+    device: str
+    reference: str  # one of REFERENCES
+    case_id: str
+    layouts: tuple[tuple[str, str], ...]
+    summary: str  # one sentence in the user's terms
+    mismatch: Mismatch | None = None
+    call: CallSpec | None = None
+    detail: str = ""  # what else the oracle knows (a crash's signal, a hang's timeout)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outcome:
+    """A judged case. ``status`` is one of STATUSES."""
+
+    case: Case
+    status: str
+    reason: str = ""  # one line: why skipped, what was raised
+    findings: tuple[Finding, ...] = ()
+    seconds: float = 0.0
+
+
+# pass: judged and clean; finding: judged and wrong; skip: not judged, with a
+# reason; raised: the op raised (loud, so not ours to report).
+STATUSES = ("pass", "finding", "skip", "raised")

@@ -1,0 +1,87 @@
+"""Tolerances: one table by dtype, and one rule that widens it.
+
+The rule. An element ``i`` of a result in dtype ``d`` may differ from its
+expected value ``e_i`` by at most
+
+    allowed_i = atol + rtol * |e_i| + SLACK * k_i * (1 + sqrt(n) * u_acc / u_d)
+
+* ``atol``, ``rtol``: the table below for the dtype of the result (the
+  values ``torch.testing`` uses), widened to the op's own
+  ``toleranceOverride`` from the OpInfo database where PyTorch declares one.
+  This covers the final rounding to ``d``.
+* ``k_i``: how far the float64 result moves at element ``i`` when every
+  floating input is nudged by a random relative amount up to ``u_d``, the
+  unit roundoff of the case's dtype (the largest of two nudges). It measures
+  the op's sensitivity to rounding at that precision where the values are:
+  large near a discontinuity (floor, sign, argmax ties), at cancellation, and
+  along long sums; zero for exact ops. Low-precision results are therefore
+  judged against how far rounding at their own precision can move them, not
+  against a constant.
+* ``n``: the reduction length (input elements per output element, for ops
+  PyTorch tags ``reduction``; 1 otherwise), and ``u_acc``: the unit roundoff
+  of the type PyTorch accumulates in (float32 for float16 and bfloat16, the
+  dtype itself otherwise). A sum of ``n`` terms accumulated in ``u_acc``
+  strays by up to about ``sqrt(n)`` times the input sensitivity; accumulating
+  float16 in float16 strays by far more and is caught.
+* comparing two results that both carry rounding error (layout and device
+  references) doubles the slack term; the device reference adds
+  ``DEVICE_FACTOR * |cpu_i - float64_i|``, how far the CPU's own result in
+  ``d`` is from float64 at that element.
+
+Integer and bool results get ``atol = rtol = 0``: exact, except where a
+nudge of the inputs moved the float64 result (an index at a near-tie).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..dtypes import unit_roundoff
+
+SLACK = 4.0
+DEVICE_FACTOR = 2.0
+
+# (atol, rtol) by dtype: torch.testing's defaults.
+TABLE: dict[torch.dtype, tuple[float, float]] = {
+    torch.float16: (1e-5, 1e-3),
+    torch.bfloat16: (1e-5, 1.6e-2),
+    torch.float32: (1e-5, 1.3e-6),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex32: (1e-5, 1e-3),
+    torch.complex64: (1e-5, 1.3e-6),
+    torch.complex128: (1e-7, 1e-7),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+def table(dtype: torch.dtype, override: tuple[float, float] | None = None) -> Tolerance:
+    atol, rtol = TABLE.get(dtype, (0.0, 0.0))
+    if override is not None and (dtype.is_floating_point or dtype.is_complex):
+        atol, rtol = max(atol, override[0]), max(rtol, override[1])
+    return Tolerance(atol=atol, rtol=rtol)
+
+
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The type PyTorch's kernels accumulate ``dtype`` in (``at::acc_type`` on the CPU)."""
+    return {
+        torch.float16: torch.float32,
+        torch.bfloat16: torch.float32,
+        torch.complex32: torch.complex64,
+    }.get(dtype, dtype)
+
+
+def slack_factor(dtype: torch.dtype, reduction_length: int) -> float:
+    """The factor in front of ``k_i`` for a case in ``dtype`` (see the rule above)."""
+    u = unit_roundoff(dtype)
+    if u == 0.0:
+        return SLACK
+    u_acc = unit_roundoff(accumulation_dtype(dtype))
+    return SLACK * (1.0 + math.sqrt(max(reduction_length, 1)) * u_acc / u)

@@ -1,0 +1,228 @@
+"""Turning a case into a call, and making the call with everything around it recorded.
+
+Design note. ``prepare`` rebuilds a case's tensors: each tensor of the sample
+is moved to the device and put through its layout transform (every tensor,
+the contiguous ones too, gets a fresh poisoned storage with guard values).
+The variant decides the call around them:
+
+* functional, method: ``f(input, *args, **kwargs)``;
+* inplace: the in-place variant; ``input`` (and its items, for a tensor
+  list) is written;
+* out: the functional variant with ``out=`` tensors shaped like the
+  reference result, filled with poison so that an element it does not write
+  shows, and laid out by the case;
+* backward: the functional variant, then ``torch.autograd.grad`` of its
+  differentiable outputs against seeded output gradients (``grad_output``,
+  laid out by the case too); the result is the input gradients.
+
+``execute`` makes the call under a ``Tracer`` and snapshots every storage
+before and after it, so the judge can see writes that were not declared and
+writes outside a view. References (run.references) make the same call on
+other tensors through ``compute``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ..cases import layouts
+from ..cases.opinfo import Sample
+from ..cases.records import Case
+from . import tree
+from .records import CallSpec, TensorSpec
+from .trace import Trace, Tracer
+
+# Every call (test and references alike) starts from this seed, so random ops
+# draw the same numbers wherever PyTorch promises they do.
+CALL_SEED = 20260405
+# Storages up to this many bytes travel inline in findings and repro scripts.
+INLINE_BYTES = 1 << 20
+
+
+@dataclass
+class Prepared:
+    """A case's tensors and call, ready to run (live tensors; stays in the worker)."""
+
+    case: Case
+    function: Callable
+    args: tuple
+    kwargs: dict
+    tensors: tree.Tensors  # every tensor argument by path, as laid out
+    written: frozenset[str]  # paths the variant writes by contract
+    process: Callable[[Any], Any]  # OpInfo's output_process_fn_grad
+    grad_paths: tuple[str, ...] = ()  # backward: inputs differentiated
+
+
+@dataclass
+class Ran:
+    result: Any = None
+    error: BaseException | None = None
+    trace: Trace | None = None
+    before: dict | None = None  # path -> flat copy of the storage
+    after: dict | None = None
+    # path -> (shape, stride, storage_offset) before the call
+    meta: dict | None = None
+
+
+def sample_call(sample: Sample, device: str) -> tuple[tuple, dict]:
+    """The sample as ``(args, kwargs)`` with tensors on ``device``."""
+    args = (sample.input, *sample.args)
+    kwargs = dict(sample.kwargs)
+    if "device" in kwargs and kwargs["device"] is not None:
+        kwargs["device"] = device
+    moved = {path: t.to(device) for path, t in tree.call_leaves(args, kwargs).items()}
+    return tree.replace_call(args, kwargs, moved)
+
+
+def _lay_out(tensors: tree.Tensors, case: Case) -> tree.Tensors:
+    return {path: layouts.apply(case.layout_of(path), t) for path, t in tensors.items()}
+
+
+def prepare(case: Case, function: Callable, sample: Sample, *, reference_result: Any = None, grad_seed: int = 0) -> Prepared:
+    args, kwargs = sample_call(sample, case.device)
+    inputs = _lay_out(tree.call_leaves(args, kwargs), case)
+    args, kwargs = tree.replace_call(args, kwargs, inputs)
+    written = frozenset()
+    if case.variant == "inplace":
+        written = frozenset(p for p in inputs if p == "input" or p.startswith("input["))
+    if case.variant == "out":
+        out = _out_tensors(reference_result, case)
+        kwargs = dict(kwargs, out=tree.replace(_plain(reference_result), "out", out))
+        inputs = {**inputs, **out}
+        written = frozenset(out)
+    if case.variant == "backward":
+        return _prepare_backward(case, function, sample, args, kwargs, inputs, reference_result, grad_seed)
+    return Prepared(
+        case=case, function=function, args=args, kwargs=kwargs, tensors=inputs, written=written,
+        process=sample.output_process_fn_grad,
+    )
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every tuple subclass (torch.return_types) made a plain tuple."""
+    if isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _out_tensors(reference_result: Any, case: Case) -> tree.Tensors:
+    found = {}
+    for path, value in tree.output_leaves(reference_result):
+        template = torch.full_like(value, layouts.poison(value.dtype), memory_format=torch.contiguous_format)
+        found[path] = layouts.apply(case.layout_of(path), template)
+    return found
+
+
+def differentiable(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and (t.dtype.is_floating_point or t.dtype.is_complex)
+
+
+def grad_outputs(reference_result: Any, process: Callable, seed: int) -> tree.Tensors:
+    """Seeded output gradients, one per differentiable output, by path ``grad_output[i]``."""
+    outputs = [t for _, t in tree.output_leaves(process(reference_result)) if differentiable(t)]
+    found = {}
+    generator = torch.Generator().manual_seed(seed)
+    for i, t in enumerate(outputs):
+        values = torch.randn(t.shape, dtype=t.dtype if t.dtype.is_complex else torch.float64, generator=generator)
+        found[f"grad_output[{i}]"] = values.to(device=t.device, dtype=t.dtype)
+    return found
+
+
+def _prepare_backward(case, function, sample, args, kwargs, inputs, reference_result, grad_seed) -> Prepared:
+    grad_paths = tuple(p for p, t in inputs.items() if differentiable(t))
+    for p in grad_paths:
+        inputs[p].requires_grad_(True)
+    args, kwargs = tree.replace_call(args, kwargs, inputs)
+    seeds = {p: layouts.apply(case.layout_of(p), g.to(case.device)) for p, g in grad_outputs(reference_result, sample.output_process_fn_grad, grad_seed).items()}
+    return Prepared(
+        case=case, function=function, args=args, kwargs=kwargs, tensors={**inputs, **seeds},
+        written=frozenset(), process=sample.output_process_fn_grad, grad_paths=grad_paths,
+    )
+
+
+def compute(prepared: Prepared, tensors: tree.Tensors | None = None) -> Any:
+    """Make the call, on ``prepared``'s own tensors or on replacements for them."""
+    tensors = prepared.tensors if tensors is None else tensors
+    args, kwargs = tree.replace_call(prepared.args, prepared.kwargs, tensors)
+    if "out" in prepared.kwargs:
+        kwargs["out"] = tree.replace(prepared.kwargs["out"], "out", tensors)
+    torch.manual_seed(CALL_SEED)
+    if prepared.case.variant != "backward":
+        return prepared.function(*args, **kwargs)
+    inputs = [tensors[p] for p in prepared.grad_paths]
+    outputs = [t for _, t in tree.output_leaves(prepared.process(prepared.function(*args, **kwargs))) if differentiable(t)]
+    pairs = [(t, tensors[f"grad_output[{i}]"]) for i, t in enumerate(outputs) if t.requires_grad]
+    if not pairs or not inputs:
+        return {}
+    outputs, seeds = [t for t, _ in pairs], [g for _, g in pairs]
+    grads = torch.autograd.grad(outputs, inputs, seeds, allow_unused=True)
+    return {f"grad[{p}]": g for p, g in zip(prepared.grad_paths, grads)}
+
+
+def storage_of(t: torch.Tensor) -> torch.Tensor:
+    """The whole storage under ``t`` as a flat tensor of its dtype (no copy)."""
+    storage = t.untyped_storage()
+    numel = storage.nbytes() // t.element_size()
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (numel,), (1,))
+
+
+def snapshot(tensors: tree.Tensors) -> dict:
+    with torch.no_grad():
+        return {path: storage_of(t).clone() for path, t in tensors.items()}
+
+
+def metadata(t: torch.Tensor) -> tuple:
+    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
+
+
+def execute(prepared: Prepared) -> Ran:
+    ran = Ran(before=snapshot(prepared.tensors), meta={p: metadata(t) for p, t in prepared.tensors.items()})
+    tracer = Tracer()
+    try:
+        with tracer:
+            ran.result = compute(prepared)
+    except Exception as e:  # the op refused the call: loud, so not a silent bug
+        ran.error = e
+    ran.trace = tracer.trace
+    ran.after = snapshot(prepared.tensors)
+    return ran
+
+
+# --- describing the call for findings and repro scripts --------------------------
+
+
+def tensor_spec(path: str, t: torch.Tensor, layout: str, storage: torch.Tensor, meta: tuple) -> TensorSpec:
+    """``t`` as it was before the call: ``storage`` and ``meta`` are the snapshots taken then."""
+    shape, stride, offset = meta
+    data = None
+    if storage.numel() * storage.element_size() <= INLINE_BYTES:
+        import zlib
+
+        raw = storage.cpu().contiguous().view(torch.uint8).numpy().tobytes() if storage.numel() else b""
+        data = zlib.compress(raw)
+    return TensorSpec(
+        path=path, shape=shape, stride=stride, storage_offset=offset,
+        storage_numel=storage.numel(), dtype=str(t.dtype).removeprefix("torch."), device=str(t.device),
+        layout=layout, requires_grad=t.requires_grad, data=data,
+    )
+
+
+def call_spec(prepared: Prepared, ran: Ran, function_name: str) -> CallSpec:
+    case = prepared.case
+    specs = tuple(
+        tensor_spec(p, t, case.layout_of(p), ran.before[p], ran.meta[p])
+        for p, t in sorted(prepared.tensors.items(), key=lambda item: item[0].startswith("grad_output"))
+    )
+    try:
+        args_src, kwargs_src = tree.call_source(prepared.args, prepared.kwargs)
+        why_not = "" if function_name else "the op has no public name to call it by"
+    except tree.Unrepresentable as e:
+        args_src = kwargs_src = ""
+        why_not = f"an argument has no Python source: {e}"
+    return CallSpec(
+        function=function_name, args_src=args_src, kwargs_src=kwargs_src, tensors=specs,
+        variant=case.variant, grad_paths=prepared.grad_paths, why_not=why_not,
+    )

@@ -1,0 +1,73 @@
+"""Facts about a call that decide how it can be judged, read off its trace.
+
+Comparability is decided from facts PyTorch states about its own ops, not
+from a hand-kept skip list:
+
+* ``random``: an op tagged ``nondeterministic_seeded`` ran, so values are
+  judged by coverage, support and seeded determinism, not against another
+  layout (PyTorch draws differently for different layouts);
+* ``reduction_length``: input elements per output element, when an op
+  tagged ``reduction`` ran (the tolerance rule widens with it);
+* ``uninitialized``: the result comes from an ``empty*`` factory, whose
+  values are whatever memory held: only its metadata is compared;
+* ``storage_defined``: the op's result is defined by strides and storage
+  (``as_strided``, ``resize_``, ``set_``): it is judged against the same
+  call on the same storage layout, not on a contiguous copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .trace import Trace
+
+# Ops whose contract is stated in storage coordinates (declared, one entry a
+# canonicaliser: these are compared on the same storage layout).
+STORAGE_DEFINED = frozenset({"as_strided", "as_strided_", "as_strided_scatter", "as_strided_copy", "resize_", "resize_as_", "set_"})
+UNINITIALIZED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "empty_permuted"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Facts:
+    op: str  # the aten overload a finding is named after
+    random: bool = False
+    reduction_length: int = 1
+    uninitialized: bool = False
+    storage_defined: bool = False
+
+
+def _short(op) -> str:
+    return op._schema.name.split("::")[-1]
+
+
+def facts(trace: Trace | None, inputs: dict, result, *, fallback: str) -> Facts:
+    if trace is None or not trace.ops:
+        return Facts(op=fallback)
+    names = [_short(op) for op in trace.ops]
+    reduction = 1
+    if trace.has_tag(torch.Tag.reduction):
+        largest = max((t.numel() for t in inputs.values() if isinstance(t, torch.Tensor)), default=1)
+        outputs = [t.numel() for t in _tensors(result)]
+        smallest = min([n for n in outputs if n > 0], default=1)
+        reduction = max(1, largest // smallest)
+    computing = [n for n in names if n not in ("detach", "alias", "lift_fresh", "_to_copy", "copy_", "clone")]
+    return Facts(
+        op=trace.primary() or fallback,
+        random=trace.has_tag(torch.Tag.nondeterministic_seeded),
+        reduction_length=reduction,
+        uninitialized=bool(computing) and computing[-1] in UNINITIALIZED,
+        storage_defined=any(n in STORAGE_DEFINED for n in names),
+    )
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)

@@ -1,0 +1,145 @@
+"""The references a case is judged against, computed once per sample and shared.
+
+Design note. Every case of a sample whose layouts keep the sample's values
+shares one set of references (``expanded`` and ``empty`` change values, so
+cases using them get their own). Each reference is the functional (or, for
+the backward variant, the gradient) computation on contiguous tensors:
+
+* ``contiguous``: on the device under test, in the case's dtype (the layout
+  reference, and the expected value of every in-place and out= case);
+* ``cpu``: on the CPU in the case's dtype (the device reference);
+* ``float64``: on the CPU in float64 or complex128 (the precision reference);
+* ``perturbed``: two more float64 runs with every floating input nudged by a
+  random relative amount up to the case dtype's unit roundoff. How far they
+  land from ``float64``, element by element, measures how sensitive the op
+  is to rounding at that precision (the judge's tolerance rule uses it).
+
+All of them are computed lazily: a case that needs none pays for none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import torch
+
+from .. import dtypes
+from ..cases import layouts
+from ..cases.records import Case
+from . import call, tree
+
+_NOT_COMPUTED = object()
+
+
+class Reference:
+    """A reference result: the value, or the error that computing it raised."""
+
+    __slots__ = ("value", "error", "trace")
+
+    def __init__(self, value=None, error=None, trace=None):
+        self.value, self.error, self.trace = value, error, trace
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class References:
+    def __init__(self, base: call.Prepared, dtype: torch.dtype, *, seed: int):
+        # ``base`` is the functional (or backward) call on the case's values
+        # on the device under test; its tensors are made contiguous here.
+        tensors = {}
+        for path, t in base.tensors.items():
+            tensors[path] = layouts.apply("contiguous", t.detach()).requires_grad_(t.requires_grad)
+        self.base = _with_tensors(base, tensors)
+        self.dtype = dtype
+        self.seed = seed
+
+    @functools.cached_property
+    def contiguous(self) -> Reference:
+        return self._run(self.base.tensors, trace=True)
+
+    @functools.cached_property
+    def cpu(self) -> Reference:
+        return self._run(self._converted(device="cpu"), device="cpu")
+
+    @functools.cached_property
+    def float64(self) -> Reference:
+        if not (self.dtype.is_floating_point or self.dtype.is_complex):
+            return Reference(error=ValueError("no float64 reference for an integer dtype"))
+        return self._run(self._converted(device="cpu", wide=True), device="cpu", wide=True)
+
+    @functools.cached_property
+    def perturbed(self) -> tuple[Reference, ...]:
+        if not self.float64.ok:
+            return ()
+        generator = torch.Generator().manual_seed(self.seed)
+        found = []
+        for _ in range(2):
+            tensors = self._converted(device="cpu", wide=True, nudge=(dtypes.unit_roundoff(self.dtype), generator))
+            found.append(self._run(tensors, device="cpu", wide=True))
+        return tuple(r for r in found if r.ok)
+
+    def _converted(self, *, device: str, wide: bool = False, nudge=None) -> tree.Tensors:
+        found = {}
+        with torch.no_grad():
+            for path, t in self.base.tensors.items():
+                t = t.detach().to(device)
+                if wide:
+                    t = t.to(dtypes.wide(t.dtype))
+                if nudge is not None and (t.dtype.is_floating_point or t.dtype.is_complex):
+                    u, generator = nudge
+                    shape = t.shape if not t.is_complex() else (*t.shape, 2)
+                    delta = (torch.rand(shape, generator=generator, dtype=torch.float64) * 2 - 1) * u
+                    if t.is_complex():
+                        t = torch.view_as_complex(torch.view_as_real(t) * (1 + delta))
+                    else:
+                        t = t * (1 + delta)
+                t = layouts.apply("contiguous", t)
+                if self.base.tensors[path].requires_grad:
+                    t.requires_grad_(True)
+                found[path] = t
+        return found
+
+    def _run(self, tensors: tree.Tensors, *, device: str | None = None, wide: bool = False, trace: bool = False) -> Reference:
+        prepared = self.base
+        if device is not None:
+            prepared = _retarget(prepared, device=device, dtype=self.dtype if wide else None)
+        try:
+            if trace:
+                tracer = call.Tracer()
+                with tracer:
+                    value = call.compute(prepared, tensors)
+                return Reference(value=value, trace=tracer.trace)
+            return Reference(value=call.compute(prepared, tensors))
+        except Exception as e:
+            return Reference(error=e)
+
+
+def _retarget(prepared: call.Prepared, *, device: str, dtype: torch.dtype | None) -> call.Prepared:
+    """``prepared`` with device and (when ``dtype`` is given) dtype arguments moved to the reference's."""
+
+    def move(value: Any) -> Any:
+        if isinstance(value, torch.device):
+            return torch.device(device)
+        if dtype is not None and isinstance(value, torch.dtype) and value == dtype:
+            return dtypes.wide(dtype)
+        return value
+
+    kwargs = {k: (device if k == "device" and v is not None else tree.map_values(v, move)) for k, v in prepared.kwargs.items()}
+    args = tree.map_values(prepared.args, move)
+    return dataclasses.replace(prepared, args=args, kwargs=kwargs)
+
+
+def _with_tensors(prepared: call.Prepared, tensors: tree.Tensors) -> call.Prepared:
+    args, kwargs = tree.replace_call(prepared.args, prepared.kwargs, tensors)
+    return dataclasses.replace(prepared, args=args, kwargs=kwargs, tensors=tensors)
+
+
+def base_case(case: Case) -> Case:
+    """The case whose contiguous call is ``case``'s reference: same values, every tensor contiguous."""
+    family = "backward" if case.variant == "backward" else "functional"
+    keep = tuple((p, l) for p, l in case.layouts if l in layouts.VALUE_CHANGING and not p.startswith("out"))
+    return Case(op=case.op, variant=family, dtype=case.dtype, device=case.device, sample=case.sample, layouts=keep)

@@ -1,0 +1,98 @@
+"""Which aten ops a call dispatched to, and which tensors they declared they write.
+
+A ``TorchDispatchMode`` sees each call after composite ops have decomposed, as
+the kernels receive it. From the schema of each overload it learns which
+arguments are mutable (``Tensor(a!)``), so that an op that writes an argument
+by contract (batch norm's running stats, an in-place self) is told apart
+from one that writes an input it should only read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Ops that move or describe data without computing: never the "op" of a finding.
+_PLUMBING = frozenset(
+    {
+        "detach",
+        "alias",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "expand",
+        "clone",
+        "contiguous",
+        "copy_",
+        "_to_copy",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "t",
+        "transpose",
+        "permute",
+        "squeeze",
+        "unsqueeze",
+        "select",
+        "slice",
+        "as_strided",
+        "resize_",
+        "zeros_like",
+        "zero_",
+        "fill_",
+        "_local_scalar_dense",
+        "is_same_size",
+        "resolve_conj",
+        "resolve_neg",
+    }
+)
+
+
+@dataclass
+class Trace:
+    ops: list = field(default_factory=list)  # OpOverload, in call order
+    written: set = field(default_factory=set)  # data_ptr of every storage a schema says is written
+
+    def names(self) -> list[str]:
+        return [str(op) for op in self.ops]
+
+    def has_tag(self, tag) -> bool:
+        return any(tag in op.tags for op in self.ops)
+
+    def primary(self) -> str:
+        """The op a finding is named after: the last one that computes something."""
+        for op in reversed(self.ops):
+            if op._schema.name.split("::")[-1] not in _PLUMBING:
+                return _display(op)
+        return _display(self.ops[-1]) if self.ops else ""
+
+
+def _display(op) -> str:
+    # torch prints "aten.addcmul_.default"; keep that form.
+    return str(op)
+
+
+class Tracer(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.trace = Trace()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.trace.ops.append(func)
+        schema = func._schema
+        for position, argument in enumerate(schema.arguments):
+            alias = argument.alias_info
+            if alias is None or not alias.is_write:
+                continue
+            value = args[position] if position < len(args) else kwargs.get(argument.name)
+            for t in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(t, torch.Tensor):
+                    self.trace.written.add(t.untyped_storage().data_ptr())
+        return func(*args, **kwargs)
