@@ -24,6 +24,8 @@ class SweepConfig:
     workers: int = 1
     timeout: float = DEFAULT_TIMEOUT  # seconds one case may take before it is a hang
     threads: int = 1  # intra-op threads in each worker
+    # modules or .py files every worker imports first (custom kernels, backends)
+    imports: tuple[str, ...] = ()
 
     def key(self) -> str:
         """Identifies what is swept (not how fast): a rerun with the same key resumes."""

@@ -13,6 +13,7 @@ flight if the worker dies or stops answering.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from typing import Iterator
@@ -38,7 +39,8 @@ Event = tuple[str, object]
 _PREFILL = {True: (float("nan"), 1234.5), False: (7, 11)}
 
 
-def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()) -> Iterator[Event]:
+def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset(), *, only: str | None = None) -> Iterator[Event]:
+    """Every case of ``unit`` not in ``skip`` (only the case ``only``, when given)."""
     entry = opinfo.get(unit.op)
     dtype = getattr(torch, unit.dtype)
     functions = opinfo.functions(entry)
@@ -49,10 +51,12 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
         warnings.simplefilter("ignore")
         samples = opinfo.samples(entry, dtype)
         for index in spread(len(samples), config.samples):
-            yield from _run_sample(unit, config, entry, functions, variants, samples[index], index, override, skip)
+            if only is not None and Case.parse(only).sample != index:
+                continue
+            yield from _run_sample(unit, config, entry, functions, variants, samples[index], index, override, skip, only)
 
 
-def _run_sample(unit, config, entry, functions, variants, sample, index, override, skip) -> Iterator[Event]:
+def _run_sample(unit, config, entry, functions, variants, sample, index, override, skip, only) -> Iterator[Event]:
     shared: dict[Case, References] = {}
 
     def references(case: Case) -> References:
@@ -73,16 +77,29 @@ def _run_sample(unit, config, entry, functions, variants, sample, index, overrid
         try:
             tensors, written = _planned_tensors(variant, inputs, references, unit, index)
         except _NoReference as e:
-            yield from _skipped(unit, variant, index, "the contiguous reference raised: " + one_line(e.error), skip, status="raised")
+            yield from _skipped(unit, variant, index, "the contiguous reference raised: " + one_line(e.error), skip, only, status="raised")
             continue
         if tensors is None:
-            yield from _skipped(unit, variant, index, written, skip)
+            yield from _skipped(unit, variant, index, written, skip, only)
             continue
         for case in cases_for(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, tensors=tensors, layouts=config.layouts, written=written):
-            if case.id in skip:
+            if case.id in skip or (only is not None and case.id != only):
                 continue
             yield "begin", case.id
-            yield "outcome", _run_case(case, entry, functions[variant], sample, references, override)
+            try:
+                outcome = _run_case(case, entry, functions[variant], sample, references, override)
+            except Exception as e:  # a bug in torchsleuth, not in the op: shown apart
+                outcome = Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")
+            yield "outcome", outcome
+
+
+def _where(error: BaseException) -> str:
+    import traceback
+
+    frames = traceback.extract_tb(error.__traceback__)
+    ours = [f for f in frames if "torchsleuth" in f.filename] or frames
+    last = ours[-1]
+    return f"{last.filename.rsplit('/', 1)[-1]}:{last.lineno}"
 
 
 class _NoReference(Exception):
@@ -118,9 +135,9 @@ def _planned_tensors(variant, inputs, references, unit, index):
     return {**{p: t for p, t in inputs.items() if call.differentiable(t)}, **grads}, frozenset()
 
 
-def _skipped(unit, variant, index, reason, skip, status="skip") -> Iterator[Event]:
+def _skipped(unit, variant, index, reason, skip, only, status="skip") -> Iterator[Event]:
     case = Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index)
-    if case.id not in skip:
+    if case.id not in skip and (only is None or case.id == only):
         yield "begin", case.id
         yield "outcome", Outcome(case=case, status=status, reason=reason)
 
@@ -135,19 +152,15 @@ def _run_case(case: Case, entry, function, sample, references, override) -> Outc
         return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(refs.contiguous.error))
     reference_result = refs.contiguous.value if case.variant == "out" else references(_functional(case)).contiguous.value if case.variant == "backward" else None
     prepared = call.prepare(case, function, sample, reference_result=reference_result, grad_seed=case.sample)
-    ref_facts = read_facts(refs.contiguous.trace, refs.base.tensors, refs.contiguous.value, fallback=case.op)
+    facts = read_facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=case.op)
+    if case.variant == "backward":  # named after the forward op
+        forward = references(_functional(case))
+        facts = dataclasses.replace(facts, op=read_facts(forward.trace, forward.base.tensors, forward.contiguous.value, fallback=case.op).op)
     second, prefill = None, ()
-    if case.variant == "inplace" and ref_facts.random:
+    if case.variant == "inplace" and facts.random_fill:
         prepared, ran, second, prefill = _prefilled_runs(case, function, sample)
     else:
         ran = call.execute(prepared)
-    test_facts = read_facts(ran.trace, prepared.tensors, ran.result, fallback=case.op)
-    if case.variant == "backward":
-        test_facts = ref_facts
-    facts = type(ref_facts)(
-        op=test_facts.op, random=ref_facts.random or test_facts.random, reduction_length=ref_facts.reduction_length,
-        uninitialized=ref_facts.uninitialized, storage_defined=ref_facts.storage_defined or test_facts.storage_defined,
-    )
     evidence = Evidence(prepared, ran, refs, facts, function_name=opinfo.public_name(entry, case.variant), second=second, prefill=prefill)
     outcome = judge(evidence, override=override)
     return Outcome(case=case, status=outcome.status, reason=outcome.reason, findings=outcome.findings, seconds=time.perf_counter() - start)

@@ -72,6 +72,13 @@ class Case:
         placed = ",".join(f"{path}={layout}" for path, layout in self.layouts) or "contiguous"
         return f"{self.op}|{self.variant}|{self.dtype}|{self.device}|s{self.sample}|{placed}"
 
+    @classmethod
+    def parse(cls, case_id: str) -> "Case":
+        """The case an id names (the inverse of ``Case.id``)."""
+        op, variant, dtype, device, sample, placed = case_id.split("|")
+        layouts = () if placed == "contiguous" else tuple(tuple(part.split("=", 1)) for part in placed.split(","))
+        return cls(op=op, variant=variant, dtype=dtype, device=device, sample=int(sample.removeprefix("s")), layouts=layouts)
+
     @property
     def unit(self) -> Unit:
         return Unit(op=self.op, dtype=self.dtype, device=self.device)

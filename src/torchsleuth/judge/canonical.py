@@ -1,14 +1,21 @@
 """Declared canonicalisers: where two different answers are both right.
 
-One entry per reason, each naming the ops it covers:
+One entry per reason, each naming the ops it covers (short aten names):
 
-* index ties: ops that return indices into their input (sort, argsort, topk,
-  max/min with a dim, ...) may pick any of several equal elements unless asked
-  to be stable. Two index results agree when the input values they point at
-  agree.
+* index ties: ops that return indices into their input may pick any of
+  several equal elements unless asked to be stable. Two index results agree
+  when the input values they point at agree; two gradients routed through
+  such indices agree when, for every group of equal input values, they put
+  the same total on the group.
+* vector phases: eigenvectors and singular vectors are defined up to a
+  factor of modulus one per vector (a sign, for real ones). Two results agree
+  when they do after each vector of one is turned by the phase that best
+  matches the other.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 
@@ -16,6 +23,7 @@ TIE_INDEX_OPS = frozenset({
     "sort", "argsort", "topk", "kthvalue", "mode", "median", "nanmedian", "max", "min",
     "argmax", "argmin", "cummax", "cummin", "msort", "aminmax",
 })
+PHASE_OPS = frozenset({"linalg_eig", "_linalg_eigh", "linalg_eigh", "_linalg_svd", "linalg_svd", "svd", "eig"})
 
 
 def _values_at(x: torch.Tensor, index: torch.Tensor, dim: int | None) -> torch.Tensor | None:
@@ -31,6 +39,15 @@ def _values_at(x: torch.Tensor, index: torch.Tensor, dim: int | None) -> torch.T
         return None
 
 
+def _equal(a: torch.Tensor, e: torch.Tensor) -> bool:
+    if a.shape != e.shape:
+        return False
+    same = a == e
+    if a.is_floating_point() or a.is_complex():
+        same |= torch.isnan(a) & torch.isnan(e)
+    return bool(same.all())
+
+
 def same_up_to_ties(x: torch.Tensor, actual: torch.Tensor, expected: torch.Tensor) -> bool:
     """Whether two index tensors point at equal values of ``x`` along some dim (or flattened)."""
     if actual.shape != expected.shape or actual.dtype != torch.int64 or expected.dtype != torch.int64:
@@ -38,8 +55,37 @@ def same_up_to_ties(x: torch.Tensor, actual: torch.Tensor, expected: torch.Tenso
     x, actual, expected = x.detach().cpu(), actual.detach().cpu(), expected.detach().cpu()
     for dim in [None, *range(x.dim())]:
         a, e = _values_at(x, actual, dim), _values_at(x, expected, dim)
-        if a is None or e is None or a.shape != e.shape:
-            continue
-        if torch.equal(a, e) or bool(((a == e) | (torch.isnan(a) & torch.isnan(e)) if a.is_floating_point() else (a == e)).all()):
+        if a is not None and e is not None and _equal(a, e):
+            return True
+    return False
+
+
+def gradients_agree_up_to_ties(x: torch.Tensor, actual: torch.Tensor, expected: torch.Tensor, close: Callable) -> bool:
+    """Whether two gradients of ``x`` put the same total on every group of equal values of ``x``."""
+    if actual.shape != x.shape or expected.shape != x.shape:
+        return False
+    x = x.detach().cpu().reshape(-1)
+    _, group = torch.unique(x, return_inverse=True)
+    buckets = int(group.max()) + 1 if group.numel() else 0
+
+    def totals(g: torch.Tensor) -> torch.Tensor:
+        g = g.detach().cpu().reshape(-1).to(torch.float64 if not g.is_complex() else torch.complex128)
+        return torch.zeros(buckets, dtype=g.dtype).index_add_(0, group, g)
+
+    return close(totals(actual), totals(expected))
+
+
+def same_up_to_phase(actual: torch.Tensor, expected: torch.Tensor, close: Callable) -> bool:
+    """Whether ``actual`` matches ``expected`` once each vector (column, or row) is turned by a phase."""
+    if actual.shape != expected.shape or actual.dim() < 2:
+        return False
+    a = actual.detach().cpu().to(torch.complex128)
+    e = expected.detach().cpu().to(torch.complex128)
+    for axis in (-2, -1):  # columns are vectors (U, V); rows are vectors (Vh)
+        overlap = (e * a.conj()).sum(dim=axis, keepdim=True)
+        phase = torch.where(overlap.abs() > 0, overlap / overlap.abs(), torch.ones_like(overlap))
+        turned = a * phase
+        turned = turned.to(actual.dtype) if actual.is_complex() else turned.real.to(actual.dtype)
+        if close(turned, expected.detach().cpu().to(actual.dtype)):
             return True
     return False

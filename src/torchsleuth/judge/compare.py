@@ -52,6 +52,7 @@ def compare(
 
 
 def compare_leaf(path, a, e, *, tolerance, slack=None, check_dtype=True, bitwise=False) -> Mismatch | None:
+    a, e = dense(a), dense(e)
     if isinstance(e, torch.Tensor) or isinstance(a, torch.Tensor):
         if not (isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor)):
             return Mismatch(path=path, attribute="type", expected=type(e).__name__, actual=type(a).__name__)
@@ -63,11 +64,14 @@ def compare_leaf(path, a, e, *, tolerance, slack=None, check_dtype=True, bitwise
     return None
 
 
+def dense(value: Any) -> Any:
+    """A sparse tensor as the dense one it stands for; anything else as it is."""
+    if isinstance(value, torch.Tensor) and value.layout != torch.strided:
+        return value.to_dense()
+    return value
+
+
 def _tensors(path, a: torch.Tensor, e: torch.Tensor, *, tolerance, slack, check_dtype, bitwise) -> Mismatch | None:
-    if a.layout != e.layout or a.is_sparse or e.is_sparse:
-        if a.layout != e.layout:
-            return Mismatch(path=path, attribute="layout", expected=str(e.layout), actual=str(a.layout))
-        a, e = a.to_dense(), e.to_dense()
     if a.shape != e.shape:
         return Mismatch(path=path, attribute="shape", expected=str(list(e.shape)), actual=str(list(a.shape)))
     if check_dtype and a.dtype != e.dtype:
@@ -92,9 +96,13 @@ def _tensors(path, a: torch.Tensor, e: torch.Tensor, *, tolerance, slack, check_
         allowed = torch.zeros_like(diff)
     else:
         diff = (a64 - e64).abs()
+        finite = torch.isfinite(e64)
         allowed = tol.atol + tol.rtol * e64.abs()
+        if tol.scale and bool(finite.any()):
+            allowed = allowed + tol.scale * float(e64[finite].abs().max())
         if slack is not None:
             allowed = allowed + slack.to(torch.float64).reshape(allowed.shape)
+        allowed = torch.where(finite, allowed, torch.zeros_like(allowed))  # inf and NaN must match exactly
         same = (a64 == e64) | (_isnan(a64) & _isnan(e64))
         bad = ~same & ~(diff <= allowed)  # NaN in diff counts as bad
     if not bool(bad.any()):

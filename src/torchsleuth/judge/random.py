@@ -38,7 +38,7 @@ def _parameters(method: str, args: tuple, kwargs: dict) -> dict:
 
 def implausible(op: str, values: torch.Tensor, args: tuple, kwargs: dict) -> str | None:
     """A phrase naming what is impossible about ``values``, or None when they are plausible."""
-    method = op.split(".")[1] if op.startswith("aten.") else op
+    method = op.split(".")[1] if op.startswith("aten.") and op.count(".") >= 2 else op
     if method not in _PARAMETERS or values.numel() == 0:
         return None
     p = _parameters(method, args, kwargs)

@@ -86,5 +86,6 @@ class Outcome:
 
 
 # pass: judged and clean; finding: judged and wrong; skip: not judged, with a
-# reason; raised: the op raised (loud, so not ours to report).
-STATUSES = ("pass", "finding", "skip", "raised")
+# reason; raised: the op raised (loud, so not ours to report); error:
+# torchsleuth itself failed on the case (a bug in torchsleuth, shown apart).
+STATUSES = ("pass", "finding", "skip", "raised", "error")

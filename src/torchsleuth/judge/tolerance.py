@@ -4,6 +4,7 @@ The rule. An element ``i`` of a result in dtype ``d`` may differ from its
 expected value ``e_i`` by at most
 
     allowed_i = atol + rtol * |e_i| + SLACK * k_i * (1 + sqrt(n) * u_acc / u_d)
+                + SCALE_ULPS * u * max_j |e_j|
 
 * ``atol``, ``rtol``: the table below for the dtype of the result (the
   values ``torch.testing`` uses), widened to the op's own
@@ -23,6 +24,13 @@ expected value ``e_i`` by at most
   dtype itself otherwise). A sum of ``n`` terms accumulated in ``u_acc``
   strays by up to about ``sqrt(n)`` times the input sensitivity; accumulating
   float16 in float16 strays by far more and is caught.
+* ``SCALE_ULPS * u * max_j |e_j|``: a few units of roundoff of the largest
+  expected value of the result, ``u`` that of the result's dtype. Ops built
+  from several kernels round every intermediate to their dtype; where an
+  element is the small difference of large intermediates (``1 - tanh(x)^2``
+  in float16 near saturation, say), its error is that of the intermediates,
+  not of itself. A wrong element (a dropped write, a read of poison, an
+  accumulation that stalls) is off by far more.
 * comparing two results that both carry rounding error (layout and device
   references) doubles the slack term; the device reference adds
   ``DEVICE_FACTOR * |cpu_i - float64_i|``, how far the CPU's own result in
@@ -42,6 +50,7 @@ import torch
 from ..dtypes import unit_roundoff
 
 SLACK = 4.0
+SCALE_ULPS = 64.0
 DEVICE_FACTOR = 2.0
 
 # (atol, rtol) by dtype: torch.testing's defaults.
@@ -60,13 +69,16 @@ TABLE: dict[torch.dtype, tuple[float, float]] = {
 class Tolerance:
     atol: float
     rtol: float
+    scale: float = 0.0  # allowed error as a multiple of the largest |expected| in the result
 
 
 def table(dtype: torch.dtype, override: tuple[float, float] | None = None) -> Tolerance:
     atol, rtol = TABLE.get(dtype, (0.0, 0.0))
-    if override is not None and (dtype.is_floating_point or dtype.is_complex):
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return Tolerance(atol=atol, rtol=rtol)
+    if override is not None:
         atol, rtol = max(atol, override[0]), max(rtol, override[1])
-    return Tolerance(atol=atol, rtol=rtol)
+    return Tolerance(atol=atol, rtol=rtol, scale=SCALE_ULPS * unit_roundoff(dtype))
 
 
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:

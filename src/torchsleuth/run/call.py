@@ -60,7 +60,6 @@ class Prepared:
 class Ran:
     result: Any = None
     error: BaseException | None = None
-    trace: Trace | None = None
     before: dict | None = None  # path -> flat copy of the storage
     after: dict | None = None
     # path -> (shape, stride, storage_offset) before the call
@@ -180,15 +179,35 @@ def metadata(t: torch.Tensor) -> tuple:
 
 def execute(prepared: Prepared) -> Ran:
     ran = Ran(before=snapshot(prepared.tensors), meta={p: metadata(t) for p, t in prepared.tensors.items()})
+    try:
+        ran.result = compute(prepared)
+    except Exception as e:  # the op refused the call: loud, so not a silent bug
+        ran.error = e
+    ran.after = snapshot(prepared.tensors)
+    return ran
+
+
+def rebuilt(ran: Ran, prepared: Prepared, *, device: str | None = None) -> tree.Tensors:
+    """Fresh tensors with the storage contents and metadata the call started from."""
+    found = {}
+    for path, t in prepared.tensors.items():
+        shape, stride, offset = ran.meta[path]
+        storage = ran.before[path].clone() if device is None else ran.before[path].to(device)
+        fresh = storage.as_strided(shape, stride, offset)
+        found[path] = fresh.requires_grad_(True) if t.requires_grad else fresh
+    return found
+
+
+def traced(prepared: Prepared, tensors: tree.Tensors) -> tuple[Trace, frozenset[str]]:
+    """The ops the call dispatches to, and the paths whose storage a schema says is written."""
     tracer = Tracer()
     try:
         with tracer:
-            ran.result = compute(prepared)
-    except Exception as e:  # the op refused the call: loud, so not a silent bug
-        ran.error = e
-    ran.trace = tracer.trace
-    ran.after = snapshot(prepared.tensors)
-    return ran
+            compute(prepared, tensors)
+    except Exception:
+        pass
+    ptrs = {t.untyped_storage().data_ptr(): path for path, t in tensors.items()}
+    return tracer.trace, frozenset(ptrs[p] for p in tracer.trace.written if p in ptrs)
 
 
 # --- describing the call for findings and repro scripts --------------------------

@@ -1,7 +1,8 @@
 """Everything the judge may look at for one case, computed only when it looks.
 
 The judge reads; it never calls an op. What it may need beyond the test call
-itself (the references, a second run for random coverage, a probe under
+itself (the references, the op names and schema-declared writes from a traced
+rerun, a second run for random coverage, a probe under
 ``torch.use_deterministic_algorithms``) is computed here, on first access.
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any
 
 import torch
 
@@ -17,6 +17,7 @@ from . import call
 from .facts import Facts
 from .records import CallSpec
 from .references import Reference, References
+from .trace import Trace
 
 
 class Evidence:
@@ -25,24 +26,19 @@ class Evidence:
         self.prepared = prepared
         self.ran = ran
         self.refs = refs
-        self.facts = facts
+        self.facts = facts  # from the contiguous reference's trace
         self.function_name = function_name
-        # random in-place ops: a second run with another prefill of self
+        # random fills: a second run with another prefill of self
         self.second = second
         self.prefill = prefill
-
-    @property
-    def device(self) -> str:
-        return self.case.device
 
     def view_mask(self, path: str) -> torch.Tensor:
         """Which elements of the path's storage its view covers (before the call)."""
         shape, stride, offset = self.ran.meta[path]
         numel = self.ran.before[path].numel()
         mask = torch.zeros(numel, dtype=torch.bool)
-        if all(s > 0 for s in shape):
-            index = torch.arange(numel).as_strided(shape, stride, offset) if numel else torch.empty(0, dtype=torch.long)
-            mask[index.reshape(-1)] = True
+        if numel and all(s > 0 for s in shape):
+            mask[torch.arange(numel).as_strided(shape, stride, offset).reshape(-1)] = True
         return mask
 
     def before_view(self, path: str) -> torch.Tensor:
@@ -50,9 +46,20 @@ class Evidence:
         shape, stride, offset = self.ran.meta[path]
         return self.ran.before[path].cpu().as_strided(shape, stride, offset)
 
+    @functools.cached_property
+    def _traced(self) -> tuple[Trace, frozenset[str]]:
+        return call.traced(self.prepared, call.rebuilt(self.ran, self.prepared))
+
     def written_by_schema(self, path: str) -> bool:
-        t = self.prepared.tensors[path]
-        return self.ran.trace is not None and t.untyped_storage().data_ptr() in self.ran.trace.written
+        """Whether an op's schema (or run.trace's declared list) says the call writes ``path``."""
+        return path in self._traced[1]
+
+    @functools.cached_property
+    def op(self) -> str:
+        """The aten overload a finding names: the call's own, or the forward op's for backward."""
+        if self.case.variant == "backward":
+            return self.facts.op
+        return self._traced[0].primary() or self.facts.op
 
     def call_spec(self) -> CallSpec:
         return call.call_spec(self.prepared, self.ran, self.function_name)
@@ -76,15 +83,7 @@ class Evidence:
     @functools.cached_property
     def same_layout(self) -> Reference:
         """The call again on fresh storages with the same contents and metadata (storage-defined ops)."""
-        tensors = {}
-        for path, t in self.prepared.tensors.items():
-            shape, stride, offset = self.ran.meta[path]
-            fresh = self.ran.before[path].clone().as_strided(shape, stride, offset)
-            tensors[path] = fresh.requires_grad_(t.requires_grad) if fresh.is_floating_point() or fresh.is_complex() else fresh
         try:
-            return Reference(value=call.compute(self.prepared, tensors))
+            return Reference(value=call.compute(self.prepared, call.rebuilt(self.ran, self.prepared)))
         except Exception as e:
             return Reference(error=e)
-
-    def result(self) -> Any:
-        return self.ran.result

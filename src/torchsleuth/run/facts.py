@@ -23,6 +23,9 @@ import torch
 
 from .trace import Trace
 
+# Random in-place ops that overwrite every element of self with a draw, so the
+# result must not depend on what self held before (declared from their docs).
+RANDOM_FILLS = frozenset({"normal_", "uniform_", "bernoulli_", "random_", "exponential_", "geometric_", "log_normal_", "cauchy_"})
 # Ops whose contract is stated in storage coordinates (declared, one entry a
 # canonicaliser: these are compared on the same storage layout).
 STORAGE_DEFINED = frozenset({"as_strided", "as_strided_", "as_strided_scatter", "as_strided_copy", "resize_", "resize_as_", "set_"})
@@ -31,8 +34,9 @@ UNINITIALIZED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Facts:
-    op: str  # the aten overload a finding is named after
+    op: str  # the aten overload the call computes with (the last one that computes)
     random: bool = False
+    random_fill: bool = False  # the op is one of RANDOM_FILLS
     reduction_length: int = 1
     uninitialized: bool = False
     storage_defined: bool = False
@@ -53,9 +57,11 @@ def facts(trace: Trace | None, inputs: dict, result, *, fallback: str) -> Facts:
         smallest = min([n for n in outputs if n > 0], default=1)
         reduction = max(1, largest // smallest)
     computing = [n for n in names if n not in ("detach", "alias", "lift_fresh", "_to_copy", "copy_", "clone")]
+    primary = trace.primary() or fallback
     return Facts(
-        op=trace.primary() or fallback,
+        op=primary,
         random=trace.has_tag(torch.Tag.nondeterministic_seeded),
+        random_fill=primary.split(".")[1] in RANDOM_FILLS if primary.startswith("aten.") else False,
         reduction_length=reduction,
         uninitialized=bool(computing) and computing[-1] in UNINITIALIZED,
         storage_defined=any(n in STORAGE_DEFINED for n in names),

@@ -29,6 +29,7 @@ from .. import dtypes
 from ..cases import layouts
 from ..cases.records import Case
 from . import call, tree
+from .trace import Trace
 
 _NOT_COMPUTED = object()
 
@@ -36,10 +37,10 @@ _NOT_COMPUTED = object()
 class Reference:
     """A reference result: the value, or the error that computing it raised."""
 
-    __slots__ = ("value", "error", "trace")
+    __slots__ = ("value", "error")
 
-    def __init__(self, value=None, error=None, trace=None):
-        self.value, self.error, self.trace = value, error, trace
+    def __init__(self, value=None, error=None):
+        self.value, self.error = value, error
 
     @property
     def ok(self) -> bool:
@@ -59,7 +60,13 @@ class References:
 
     @functools.cached_property
     def contiguous(self) -> Reference:
-        return self._run(self.base.tensors, trace=True)
+        return self._run(self.base.tensors)
+
+    @functools.cached_property
+    def trace(self) -> Trace:
+        """The ops the contiguous call dispatches to (a separate run: see run.trace)."""
+        copies = {p: layouts.apply("contiguous", t.detach()).requires_grad_(t.requires_grad) for p, t in self.base.tensors.items()}
+        return call.traced(self.base, copies)[0]
 
     @functools.cached_property
     def cpu(self) -> Reference:
@@ -103,16 +110,11 @@ class References:
                 found[path] = t
         return found
 
-    def _run(self, tensors: tree.Tensors, *, device: str | None = None, wide: bool = False, trace: bool = False) -> Reference:
+    def _run(self, tensors: tree.Tensors, *, device: str | None = None, wide: bool = False) -> Reference:
         prepared = self.base
         if device is not None:
             prepared = _retarget(prepared, device=device, dtype=self.dtype if wide else None)
         try:
-            if trace:
-                tracer = call.Tracer()
-                with tracer:
-                    value = call.compute(prepared, tensors)
-                return Reference(value=value, trace=tracer.trace)
             return Reference(value=call.compute(prepared, tensors))
         except Exception as e:
             return Reference(error=e)

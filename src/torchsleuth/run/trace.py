@@ -1,7 +1,10 @@
 """Which aten ops a call dispatched to, and which tensors they declared they write.
 
 A ``TorchDispatchMode`` sees each call after composite ops have decomposed, as
-the kernels receive it. From the schema of each overload it learns which
+the kernels receive it. Tracing is never done on the call being judged: a
+Python dispatch mode can change what an op computes (``torch.linalg.pinv`` on
+complex input returns a different matrix under any mode in torch 2.13), so
+the trace is taken on a separate run of the same call. From the schema of each overload it learns which
 arguments are mutable (``Tensor(a!)``), so that an op that writes an argument
 by contract (batch norm's running stats, an in-place self) is told apart
 from one that writes an input it should only read.
@@ -54,6 +57,13 @@ _PLUMBING = frozenset(
 )
 
 
+# Ops that write an argument their schema does not mark as written (declared,
+# one entry each, with the argument positions). native_batch_norm updates
+# running_mean and running_var in training mode; its schema predates alias
+# annotations for that (PyTorch's _native_batch_norm_legit states them).
+UNDECLARED_WRITES = {"aten::native_batch_norm": (3, 4)}
+
+
 @dataclass
 class Trace:
     ops: list = field(default_factory=list)  # OpOverload, in call order
@@ -87,9 +97,10 @@ class Tracer(TorchDispatchMode):
         kwargs = kwargs or {}
         self.trace.ops.append(func)
         schema = func._schema
+        undeclared = UNDECLARED_WRITES.get(schema.name, ())
         for position, argument in enumerate(schema.arguments):
             alias = argument.alias_info
-            if alias is None or not alias.is_write:
+            if position not in undeclared and (alias is None or not alias.is_write):
                 continue
             value = args[position] if position < len(args) else kwargs.get(argument.name)
             for t in value if isinstance(value, (list, tuple)) else (value,):

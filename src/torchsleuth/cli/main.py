@@ -1,0 +1,56 @@
+"""``torchsleuth``: the command line, one module per command over the Python API."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import _version
+from ..errors import ExitCode, UsageError
+
+DESCRIPTION = """\
+torchsleuth finds silent correctness bugs in PyTorch: kernels that return
+wrong numbers and raise nothing. Each command judges calls against
+references (the same call on contiguous tensors, on the CPU, in float64)
+and contracts (in-place results land, out= keeps its strides, nothing is
+written outside a view), and writes a runnable repro for every finding.
+
+exit status: 0 no findings, 1 findings, 2 usage or environment error.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit status 2."""
+
+    def error(self, message: str):  # noqa: D102 (argparse's hook)
+        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import ops
+
+    parser = _Parser(prog="torchsleuth", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"torchsleuth {_version.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    ops.add_parser(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return ExitCode.USAGE
+    try:
+        return int(args.run(args))
+    except UsageError as e:
+        print(f"torchsleuth {args.command}: error: {e}", file=sys.stderr)
+        return ExitCode.USAGE
+    except KeyboardInterrupt:
+        print("\ninterrupted; rerun the same command to resume where it stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

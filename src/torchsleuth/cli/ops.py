@@ -1,0 +1,143 @@
+"""``torchsleuth ops``: sweep every op across layouts, variants, dtypes and devices."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from .. import config as config_module
+from ..cases import layouts
+from ..cases.records import DEFAULT_DTYPES, LAYOUTS, VARIANTS
+from ..errors import ExitCode
+
+EPILOG = f"""\
+layouts (--layouts, comma-separated; default all):
+{chr(10).join(f"  {name:<17} {text}" for name, text in layouts.DESCRIPTIONS.items())}
+
+variants (--variants; default all): {", ".join(VARIANTS)}
+  backward differentiates the functional call and compares the gradients.
+
+dtypes (--dtypes; default {",".join(DEFAULT_DTYPES)}; "all" for every dtype)
+  each op runs in the dtypes it supports on the device.
+
+references: every case is judged against the same call on contiguous tensors
+(layout); the all-contiguous case also against float64 on the CPU (precision)
+and, off the CPU, against the CPU (device). Contracts need no reference.
+
+examples:
+  torchsleuth ops                                  # the whole catalog on the CPU
+  torchsleuth ops --ops 'add*,softmax' --dtypes float32,bfloat16
+  torchsleuth ops --device cuda --json findings.json
+  torchsleuth ops --import my_kernels.py --ops my_op   # your own kernels, registered by torch.library
+"""
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser(
+        "ops", help="sweep ops across layouts, variants, dtypes and devices",
+        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--ops", metavar="NAMES", help="op names or globs, comma-separated ('add*,softmax'); default: every op")
+    p.add_argument("--device", default="cpu", help="device to test: cpu, cuda, cuda:1, mps, ... (default: cpu)")
+    p.add_argument("--dtypes", metavar="LIST", help="dtypes to test, comma-separated, or 'all'")
+    p.add_argument("--layouts", metavar="LIST", help="layouts to test, comma-separated (see below)")
+    p.add_argument("--variants", metavar="LIST", help="variants to test: functional, method, inplace, out, backward")
+    p.add_argument("--samples", type=_count, default=config_module.DEFAULT_SAMPLES, metavar="N",
+                   help=f"OpInfo samples per op and dtype, spread over its list (default {config_module.DEFAULT_SAMPLES}; 0: all)")
+    p.add_argument("--workers", type=_count, default=_cpus(), metavar="N",
+                   help="worker processes (default: one per CPU); 0 runs in this process, without crash isolation")
+    p.add_argument("--timeout", type=_seconds, default=config_module.DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"a case running longer is a hang (default {config_module.DEFAULT_TIMEOUT:g})")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="module or .py file every worker imports first, e.g. to register kernels (repeatable)")
+    p.add_argument("--out", default="torchsleuth-out", metavar="DIR", help="where repro scripts go (default ./torchsleuth-out)")
+    p.add_argument("--db", metavar="PATH", help="SQLite file of runs, outcomes and findings (default DIR/runs.db); "
+                   "rerunning the same command resumes an unfinished run")
+    p.add_argument("--json", metavar="PATH", help="write the findings file (DESIGN.md's schema) to PATH")
+    p.add_argument("--list", action="store_true", help="list the ops that --ops selects, with variants and dtypes, and exit")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
+    p.set_defaults(run=run)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
+def run(args) -> int:
+    from .. import devices
+    from ..cases import select
+    from ..config import SweepConfig
+
+    device = devices.parse(args.device)
+    ops = select.resolve_ops(args.ops)
+    if args.list:
+        return _list(ops, device)
+    for name in args.imports:
+        if name.endswith(".py") and not Path(name).is_file():
+            from ..errors import UsageError
+
+            raise UsageError(f"--import {name!r}: no such file")
+    config = SweepConfig(
+        command="ops", device=device, ops=ops,
+        dtypes=select.resolve_dtypes(args.dtypes, DEFAULT_DTYPES),
+        layouts=select.resolve_layouts(args.layouts),
+        variants=select.resolve_variants(args.variants),
+        samples=args.samples, workers=args.workers, timeout=args.timeout,
+        imports=tuple(str(Path(i).resolve()) if i.endswith(".py") else i for i in args.imports),
+    )
+    out = Path(args.out)
+    return finish(config, out=out, db=args.db or str(out / "runs.db"), json_path=args.json, progress=not args.no_progress)
+
+
+def finish(config, *, out: Path, db: str, json_path: str | None, progress: bool) -> int:
+    """Run the sweep, write what it found, print the summary; the exit status."""
+    from ..report import terminal
+    from ..report.outputs import write_outputs
+    from ..sweep import sweep
+
+    result = sweep(config, db=db, progress=terminal.TerminalProgress(enabled=progress))
+    groups, written = write_outputs(result, out=out, json_path=json_path)
+    written["database"] = f"{db} (run {result.run.id})"
+    terminal.summary(result, groups=groups, written=written)
+    return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
+
+
+def _list(ops, device: str) -> int:
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..cases import select
+
+    table = Table(title=f"{len(ops)} ops", title_justify="left")
+    for column in ("op", "variants", f"dtypes on {torch.device(device).type}", "source"):
+        table.add_column(column, overflow="fold")
+    for name in ops:
+        spec = select.spec(name, torch.device(device).type)
+        table.add_row(name, ",".join(spec.variants), ",".join(spec.dtypes), spec.source)
+    Console().print(table)
+    return ExitCode.CLEAN

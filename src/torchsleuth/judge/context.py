@@ -1,0 +1,144 @@
+"""What every oracle shares while judging one case: tolerances, comparison, findings, words."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import torch
+
+from ..run.evidence import Evidence
+from . import canonical
+from . import compare as cmp
+from .records import Finding, Mismatch
+from .tolerance import Tolerance, slack_factor, table
+
+
+class Context:
+    def __init__(self, ev: Evidence, override: tuple[float, float] | None):
+        self.ev = ev
+        self.case = ev.case
+        self.facts = ev.facts
+        self.override = override
+        self.findings: list[Finding] = []
+        self.notes: list[str] = []
+
+    # --- tolerances and comparison ---------------------------------------------------
+
+    def tolerance(self, dtype: torch.dtype) -> Tolerance:
+        return table(dtype, self.override)
+
+    def sensitivity(self) -> dict[str, torch.Tensor] | None:
+        """Per output leaf, how far float64 moves when the inputs are nudged (k_i of the rule)."""
+        refs = self.ev.refs
+        if not refs.float64.ok or not refs.perturbed:
+            return None
+        exact = dict(cmp.flatten(refs.float64.value))
+        found: dict[str, torch.Tensor] = {}
+        for nudged in refs.perturbed:
+            for path, value in cmp.flatten(nudged.value):
+                value, base = cmp.dense(value), cmp.dense(exact.get(path))
+                if not isinstance(value, torch.Tensor) or not isinstance(base, torch.Tensor) or value.shape != base.shape:
+                    continue
+                work = torch.complex128 if value.is_complex() or base.is_complex() else torch.float64
+                move = (value.detach().cpu().to(work) - base.detach().cpu().to(work)).abs()
+                move = torch.nan_to_num(move, nan=0.0, posinf=torch.finfo(torch.float64).max)
+                found[path] = torch.maximum(found[path], move) if path in found else move
+        return found
+
+    def slack(self, scale: float) -> dict[str, torch.Tensor] | None:
+        k = self.sensitivity()
+        if k is None:
+            return None
+        factor = scale * slack_factor(getattr(torch, self.case.dtype), self.facts.reduction_length)
+        return {path: factor * value for path, value in k.items()}
+
+    def differs(self, actual, expected, *, scale: float, extra: dict | None = None, check_dtype: bool = True) -> list[Mismatch]:
+        """Compare with the table; if that fails, again with the rule's slack added; then canonicalise."""
+        a, e = cmp.flatten(actual), cmp.flatten(expected)
+        found = cmp.compare(a, e, tolerance=self.tolerance, check_dtype=check_dtype)
+        if not found:
+            return []
+        slack = self.slack(scale) or {}
+        for path, more in (extra or {}).items():
+            slack[path] = slack[path] + more if path in slack else more
+        if slack:
+            found = cmp.compare(a, e, tolerance=self.tolerance, slack=slack, check_dtype=check_dtype)
+        return self.canonical(found, a, e, slack)
+
+    def canonical(self, found: list[Mismatch], actual: cmp.Leaves, expected: cmp.Leaves, slack: dict) -> list[Mismatch]:
+        """``found`` less the mismatches a declared canonicaliser shows to be two right answers."""
+        short = self.short_op(self.facts.op)
+        if not found or short not in canonical.TIE_INDEX_OPS | canonical.PHASE_OPS:
+            return found
+        a, e = dict(actual), dict(expected)
+        x = self.ev.prepared.tensors.get("input")
+
+        def close_for(path):
+            return lambda u, v: cmp.compare_leaf(path, u, v, tolerance=self.tolerance, slack=None) is None
+
+        kept = []
+        for m in found:
+            u, v = a.get(m.path), e.get(m.path)
+            ok = False
+            if m.attribute == "values" and isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor):
+                if short in canonical.PHASE_OPS:
+                    ok = canonical.same_up_to_phase(u, v, close_for(m.path))
+                elif x is not None and self.case.variant == "backward":
+                    ok = canonical.gradients_agree_up_to_ties(x, u, v, close_for(m.path))
+                elif x is not None:
+                    ok = canonical.same_up_to_ties(x, u, v)
+            if not ok:
+                kept.append(m)
+        return kept
+
+    # --- findings ----------------------------------------------------------------------------
+
+    def report(self, kind: str, reference: str, summary: str, mismatch: Mismatch | None = None, detail: str = "") -> None:
+        digest = hashlib.sha256(f"{self.case.id}|{kind}|{reference}".encode()).hexdigest()[:10]
+        self.findings.append(
+            Finding(
+                id=f"f-{digest}", kind=kind, op=self.ev.op or self.case.op, opinfo=self.case.op,
+                variant=self.case.variant, dtype=self.case.dtype, device=self.case.device, reference=reference,
+                case_id=self.case.id, layouts=self.case.layouts, summary=summary, mismatch=mismatch,
+                call=self.ev.call_spec(), detail=detail,
+            )
+        )
+
+    # --- words ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def short_op(op: str) -> str:
+        parts = op.split(".")
+        return parts[1] if len(parts) >= 3 and parts[0] == "aten" else op
+
+    def short(self) -> str:
+        return self.short_op(self.ev.op or self.case.op)
+
+    def name(self) -> str:
+        variant = {"functional": "", "method": " (method)", "backward": " backward", "inplace": " (in-place)", "out": " (out=)"}[self.case.variant]
+        return f"{self.short()}{variant} [{self.case.dtype}]"
+
+    def describe(self, path: str) -> str:
+        layout = self.case.layout_of(path)
+        return "a contiguous" if layout == "contiguous" else f"a {layout}"
+
+    def placed(self) -> str:
+        return ", ".join(f"{layout} {path}" for path, layout in self.case.layouts) or "contiguous tensors"
+
+
+def renamed(mismatch: Mismatch, path: str) -> Mismatch:
+    return dataclasses.replace(mismatch, path=path)
+
+
+def changed(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+    """Per storage element, whether any of its bytes changed."""
+    return (cmp.bytes_of(before) != cmp.bytes_of(after)).any(-1)
+
+
+def bits_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise, whether ``a`` and ``b`` hold the same bits (NaN payloads included)."""
+    a, b = a.cpu(), b.cpu().to(a.dtype)
+    if a.numel() == 0:
+        return torch.ones(a.shape, dtype=torch.bool)
+    return (cmp.bytes_of(a) == cmp.bytes_of(b)).all(-1).reshape(a.shape)

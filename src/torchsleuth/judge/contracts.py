@@ -1,0 +1,162 @@
+"""Contracts: what must hold of a call whatever its values are.
+
+* storage: nothing outside a view changes (``out_of_view_write``), and a
+  tensor the call may only read keeps its values (``input_mutated``) unless
+  an op's schema declares it written;
+* in-place: the result lands in ``self`` (``dropped_write`` when elements of
+  self keep their old value where the functional result says otherwise);
+* out=: the result lands in ``out`` and ``out`` keeps its strides
+  (``out_ignored``);
+* random fills (``normal_``, ``uniform_``, ...): every element of self is
+  drawn, whatever it held before, and holds a value the distribution can
+  produce (``random_coverage``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..cases import layouts
+from ..dtypes import is_inexact
+from . import compare as cmp
+from . import random as random_oracle
+from .context import Context, bits_equal, changed, renamed
+from .records import Mismatch
+
+
+def storage(ctx: Context) -> None:
+    ev = ctx.ev
+    for path in ev.prepared.tensors:
+        before, after = ev.ran.before[path], ev.ran.after[path]
+        if before.numel() != after.numel():
+            continue  # the storage was swapped (set_, resize_): judged by values
+        moved = changed(before, after)
+        if not bool(moved.any()):
+            continue
+        inside = ev.view_mask(path)
+        outside = moved & ~inside
+        if bool(outside.any()):
+            where = int(outside.nonzero()[0])
+            ctx.report(
+                "out_of_view_write", "contract",
+                f"{ctx.name()} writes outside the view of {path} ({ctx.describe(path)}): "
+                f"{int(outside.sum())} storage element(s) changed, first at storage index {where}",
+                Mismatch(path=path, attribute="storage", expected="unchanged guard values", actual=f"{int(outside.sum())} changed",
+                         mismatched=int(outside.sum()), numel=int((~inside).sum())),
+            )
+        if path not in ev.prepared.written and bool((moved & inside).any()) and not ev.written_by_schema(path):
+            count = int((moved & inside).sum())
+            ctx.report(
+                "input_mutated", "contract",
+                f"{ctx.name()} changes its input {path} ({ctx.describe(path)}), which it should only read",
+                Mismatch(path=path, attribute="values", expected="unchanged", actual=f"{count} element(s) changed", mismatched=count, numel=int(inside.sum())),
+            )
+
+
+def inplace(ctx: Context) -> None:
+    ev = ctx.ev
+    targets = [p for p in ev.prepared.tensors if p in ev.prepared.written]
+    expected_leaves = cmp.flatten(ev.refs.contiguous.value)
+    if len(expected_leaves) != len(targets):
+        ctx.notes.append("the functional result does not have self's structure")
+        return
+    if ctx.facts.random_fill:
+        return _random_fill(ctx, targets)
+    if ctx.facts.random or ctx.facts.uninitialized:
+        return  # values not comparable; the storage contracts still held
+    for path, (_, expected) in zip(targets, expected_leaves):
+        t = ev.prepared.tensors[path]
+        if not isinstance(expected, torch.Tensor):
+            continue
+        if expected.shape != t.shape or tuple(t.shape) != ev.ran.meta[path][0]:
+            ctx.notes.append(f"in-place result shape {list(expected.shape)} is not self's {list(t.shape)}")
+            continue
+        found = ctx.differs(t.detach(), expected.detach().to(t.dtype), scale=2.0, check_dtype=False)
+        if not found:
+            continue
+        mismatch = renamed(found[0], path)
+        before = ev.before_view(path)
+        missed = bits_equal(t.detach().cpu(), before) & ~bits_equal(expected.detach().cpu().to(t.dtype), before)
+        if bool(missed.any()):
+            ctx.report(
+                "dropped_write", "layout",
+                f"in-place {ctx.short()} on {ctx.describe(path)} self leaves {int(missed.sum())} of {t.numel()} element(s) of self unchanged",
+                mismatch,
+            )
+        else:
+            ctx.report("mismatch", "layout", f"in-place {ctx.short()} writes wrong values into {ctx.describe(path)} self", mismatch)
+    returned_is(ctx, targets, "in-place", "mismatch")
+
+
+def _random_fill(ctx: Context, targets: list[str]) -> None:
+    ev = ctx.ev
+    for path in targets:
+        values = ev.prepared.tensors[path].detach().cpu()
+        if ev.second is not None:
+            other = ev.second.after[path].cpu().as_strided(*ev.second.meta[path])
+            first_fill, second_fill = ev.prefill
+            unwritten = bits_equal(values, torch.full_like(values, first_fill)) & bits_equal(other, torch.full_like(other, second_fill))
+            if bool(unwritten.any()):
+                count = int(unwritten.sum())
+                ctx.report(
+                    "random_coverage", "contract",
+                    f"random in-place {ctx.short()} on {ctx.describe(path)} self leaves {count} of {values.numel()} element(s) unwritten",
+                    Mismatch(path=path, attribute="values", expected="every element drawn", actual=f"{count} kept their old value", mismatched=count, numel=values.numel()),
+                )
+                continue
+            if not bool(bits_equal(values, other).all()):
+                mismatch = cmp.compare_leaf(path, values, other, tolerance=ctx.tolerance, bitwise=True)
+                ctx.report("nondeterministic", "determinism", f"{ctx.name()} draws different values from the same seed on {ctx.describe(path)} {path}", mismatch)
+                continue
+        problem = random_oracle.implausible(ctx.facts.op, values, ev.prepared.args, ev.prepared.kwargs)
+        if problem:
+            ctx.report("random_coverage", "contract", f"random in-place {ctx.short()} on {ctx.describe(path)} self draws {problem}")
+
+
+def out(ctx: Context) -> None:
+    ev = ctx.ev
+    out_paths = [p for p in ev.prepared.tensors if p in ev.prepared.written]
+    for path in out_paths:
+        t = ev.prepared.tensors[path]
+        shape, stride, offset = ev.ran.meta[path]
+        if tuple(t.shape) != shape or t.storage_offset() != offset or not _same_strides(shape, stride, t.stride()):
+            ctx.report(
+                "out_ignored", "contract",
+                f"{ctx.short()}(out=) restrides {ctx.describe(path)} {path}: strides {list(stride)} became {list(t.stride())}",
+                Mismatch(path=path, attribute="stride", expected=str(list(stride)), actual=str(list(t.stride()))),
+            )
+            return
+    if ctx.facts.uninitialized or ctx.facts.random:
+        return
+    expected = cmp.flatten(ev.refs.contiguous.value)
+    actual = [(p, ev.prepared.tensors[p].detach()) for p, _ in expected if p in ev.prepared.tensors]
+    if len(actual) != len(expected):
+        return
+    found = ctx.differs(dict(actual), dict(expected), scale=2.0)
+    for mismatch in found:
+        t = ev.prepared.tensors[mismatch.path].detach().cpu()
+        unwritten = torch.isnan(t) if is_inexact(t.dtype) else t == layouts.poison(t.dtype)
+        where = f"{ctx.describe(mismatch.path)} {mismatch.path}"
+        if mismatch.attribute == "values" and bool(unwritten.any()):
+            ctx.report("out_ignored", "layout", f"{ctx.short()}(out=) leaves {int(unwritten.sum())} of {t.numel()} element(s) of {where} unwritten", mismatch)
+        else:
+            ctx.report("mismatch", "layout", f"{ctx.short()}(out=) writes wrong values into {where}", mismatch)
+    if not found:
+        returned_is(ctx, out_paths, "out=", "out_ignored")
+
+
+def _same_strides(shape, before, after) -> bool:
+    """Strides agree where they mean something: dims of size 1, and empty tensors, may have any."""
+    return 0 in shape or all(size == 1 or b == a for size, b, a in zip(shape, before, after))
+
+
+def returned_is(ctx: Context, paths: list[str], what: str, kind: str) -> None:
+    """The call returns the very tensors it wrote (in-place self, out=)."""
+    values = [v for _, v in cmp.flatten(ctx.ev.ran.result) if isinstance(v, torch.Tensor)]
+    if len(values) != len(paths):
+        return
+    for path, returned in zip(paths, values):
+        t = ctx.ev.prepared.tensors[path]
+        if returned.untyped_storage().data_ptr() != t.untyped_storage().data_ptr():
+            ctx.report(kind, "contract", f"{what} {ctx.short()} returns a new tensor instead of {path}",
+                       Mismatch(path=path, attribute="identity", expected=f"the tensor passed as {path}", actual="a different tensor"))

@@ -1,0 +1,150 @@
+"""The findings file (``--json PATH``): the stable contract other tools parse.
+
+Design note. The field names and their nesting are DESIGN.md's "Findings
+file" section, exactly; tools may rely on them, so a field is only ever added,
+never renamed. Beyond the contract each finding carries ``opinfo``,
+``case_id``, ``detail`` and ``mismatch`` (the judge's mismatch as a dict), which
+the contract allows.
+
+Values that are absent are ``null``. JSON has no infinity or NaN, so a number
+that is not finite (the error of a NaN where a number was expected) is
+``null`` as well; the mismatch's ``description`` still says ``inf``. Repro
+paths are written relative to the findings file's folder when they lie under
+it (``repros/f-3a9c.py``), as the file and its repros travel together.
+
+The file is written to a temporary name and renamed, so a reader never sees
+half of it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .._version import __version__
+from ..judge.records import Finding, Mismatch
+from .groups import Group
+
+
+def write(
+    path: str | Path,
+    *,
+    command: str,
+    device: str,
+    torch_version: str,
+    cases: int,
+    seconds: float,
+    findings: Iterable[Finding],
+    groups: Iterable[Group],
+    repro_paths: Mapping[str, str | Path],
+) -> Path:
+    """Writes the findings file to ``path``; returns the path."""
+    path = Path(path)
+    data = document(
+        command=command, device=device, torch_version=torch_version, cases=cases, seconds=seconds,
+        findings=findings, groups=groups, repro_paths=repro_paths, base=path.parent,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+    return path
+
+
+def document(
+    *,
+    command: str,
+    device: str,
+    torch_version: str,
+    cases: int,
+    seconds: float,
+    findings: Iterable[Finding],
+    groups: Iterable[Group],
+    repro_paths: Mapping[str, str | Path],
+    base: str | Path | None = None,
+) -> dict[str, Any]:
+    """The findings file as a JSON-ready dict; repro paths made relative to ``base``."""
+    groups = list(groups)
+    group_of = {finding_id: g.id for g in groups for finding_id in g.findings}
+    return {
+        "tool": "torchsleuth",
+        "version": __version__,
+        "torch": torch_version,
+        "command": command,
+        "device": device,
+        "cases": int(cases),
+        "seconds": _number(seconds),
+        "findings": [_finding(f, group_of.get(f.id), _repro(repro_paths.get(f.id), base)) for f in findings],
+        "groups": [{"id": g.id, "summary": g.summary, "findings": list(g.findings)} for g in groups],
+    }
+
+
+def _finding(f: Finding, group: str | None, repro: str | None) -> dict[str, Any]:
+    m = f.mismatch
+    return {
+        "id": f.id,
+        "op": f.op,
+        "kind": f.kind,
+        "variant": f.variant,
+        "dtype": f.dtype,
+        "device": f.device,
+        "reference": f.reference,
+        "args": _args(f),
+        "max_abs_err": _number(m.max_abs_err) if m else None,
+        "tolerance": {"atol": _number(m.atol), "rtol": _number(m.rtol)} if m else None,
+        "summary": f.summary,
+        "group": group,
+        "repro": repro,
+        "opinfo": f.opinfo,
+        "case_id": f.case_id,
+        "detail": f.detail or None,
+        "mismatch": _mismatch(m) if m else None,
+    }
+
+
+def _args(f: Finding) -> list[dict[str, Any]]:
+    if f.call is not None:
+        return [
+            {"name": t.path, "shape": list(t.shape), "stride": list(t.stride), "storage_offset": t.storage_offset, "layout": t.layout}
+            for t in f.call.tensors
+        ]
+    # No call recorded (a crash or hang): the case still names each re-laid-out argument.
+    return [{"name": p, "shape": None, "stride": None, "storage_offset": None, "layout": layout} for p, layout in f.layouts]
+
+
+def _mismatch(m: Mismatch) -> dict[str, Any]:
+    return {
+        "path": m.path,
+        "attribute": m.attribute,
+        "expected": m.expected,
+        "actual": m.actual,
+        "mismatched": m.mismatched,
+        "numel": m.numel,
+        "worst_index": list(m.worst_index),
+        "max_abs_err": _number(m.max_abs_err),
+        "atol": _number(m.atol),
+        "rtol": _number(m.rtol),
+        "allowed": _number(m.allowed),
+        "description": m.describe(),
+    }
+
+
+def _number(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _repro(path: str | Path | None, base: str | Path | None) -> str | None:
+    if path is None:
+        return None
+    path = Path(path)
+    if base is not None:
+        try:
+            return path.resolve().relative_to(Path(base).resolve()).as_posix()
+        except ValueError:
+            pass  # not under the findings file's folder: keep it as given
+    return path.as_posix()

@@ -1,0 +1,171 @@
+"""``sweep``: the ops pipeline end to end, as a function (the CLI is a thin layer over it).
+
+Design note. The parent process plans the units (one per op and dtype the op
+supports on the device), opens or resumes the run in the store, and hands the
+units not yet finished to the worker pool. Each worker runs
+``engine.run_unit`` (cases -> run -> judge) and streams outcomes back; the
+parent stores them and tells the progress display. A worker that dies or
+hangs becomes a ``crash`` or ``hang`` finding for the case it was running,
+and the pool carries on. With ``workers=0`` everything runs in this process:
+no isolation, but kernels registered in this process (``torch.library``)
+are seen, which is what tests and ``torchsleuth.check`` want.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import runpy
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from . import _version
+from .cases import select
+from .cases.records import Case, Unit
+from .config import SweepConfig
+from .engine import run_unit
+from .judge.records import Finding, Outcome
+from .run.pool import Pool
+from .store.sqlite import RunInfo, Store
+
+
+class Progress(Protocol):
+    def start(self, *, units: int, done: int, resumed: bool) -> None: ...
+    def outcome(self, outcome: Outcome) -> None: ...
+    def unit_done(self, unit: Unit) -> None: ...
+    def finish(self) -> None: ...
+
+
+class _Silent:
+    def start(self, *, units, done, resumed): pass
+    def outcome(self, outcome): pass
+    def unit_done(self, unit): pass
+    def finish(self): pass
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SweepResult:
+    run: RunInfo
+    resumed: bool
+    statuses: dict[str, int]
+    reasons: dict[str, dict[str, int]]  # status -> reason -> count, for skip, raised, error
+    failed_units: tuple[tuple[str, str], ...]
+    notes: tuple[tuple[str, str], ...]  # (kind, detail): worker deaths not reproduced alone
+    findings: tuple[Finding, ...]
+    seconds: float  # wall time of this run, over every resumption
+
+    @property
+    def cases(self) -> int:
+        return sum(self.statuses.values())
+
+
+def load_imports(imports: tuple[str, ...]) -> None:
+    """Import the user's modules (custom kernels, backends) before any case runs."""
+    for name in imports:
+        if name.endswith(".py"):
+            runpy.run_path(name, run_name="__torchsleuth_import__")
+        else:
+            importlib.import_module(name)
+
+
+def _work(unit: Unit, config: SweepConfig, skip: frozenset[str], only: str | None):
+    if not getattr(_work, "loaded", False):
+        load_imports(config.imports)
+        _work.loaded = True
+    return run_unit(unit, config, skip, only=only)
+
+
+def sweep(config: SweepConfig, *, db: str, progress: Progress | None = None) -> SweepResult:
+    import torch
+
+    progress = progress or _Silent()
+    store = Store(db)
+    try:
+        run, resumed = store.start(config, torch_version=torch.__version__, version=_version.__version__)
+        units = select.units(config.ops, config.dtypes, config.device)
+        finished = store.finished_units(run.id)
+        todo = [u for u in units if u.key not in finished]
+        progress.start(units=len(units), done=len(units) - len(todo), resumed=resumed)
+        started = time.monotonic()
+        try:
+            _execute(config, store, run, todo, progress)
+        finally:
+            store.add_seconds(run.id, time.monotonic() - started)
+            store.commit()
+            progress.finish()
+        store.finish(run.id)
+        return result(store, run.id, resumed=resumed)
+    finally:
+        store.close()
+
+
+def _execute(config: SweepConfig, store: Store, run: RunInfo, todo: list[Unit], progress: Progress) -> None:
+    def record(outcome: Outcome) -> None:
+        if store.add(run.id, outcome):
+            progress.outcome(outcome)
+
+    def unit_done(unit: Unit, state: str = "done", detail: str = "") -> None:
+        store.unit_state(run.id, unit, state, detail)
+        progress.unit_done(unit)
+
+    if config.workers == 0:
+        load_imports(config.imports)
+        for unit in todo:
+            store.unit_state(run.id, unit, "running")
+            try:
+                for kind, payload in run_unit(unit, config, frozenset(store.cases_done(run.id, unit))):
+                    if kind == "outcome":
+                        record(payload)
+            except Exception as e:
+                unit_done(unit, "failed", f"{type(e).__name__}: {e}")
+                continue
+            unit_done(unit)
+        return
+
+    pending: dict[str, Unit] = {}
+
+    def skip_for(unit: Unit) -> set[str]:
+        store.unit_state(run.id, unit, "running")
+        pending[unit.key] = unit
+        return store.cases_done(run.id, unit)
+
+    def on_event(unit: Unit, kind: str, payload) -> None:
+        record(payload)
+
+    pool = Pool(_work, config, workers=config.workers, timeout=config.timeout, threads=config.threads)
+    pool.run(
+        todo,
+        skip_for=skip_for,
+        on_event=on_event,
+        on_crash=lambda unit, case_id, how: record(isolation_outcome(case_id, "crash", how)),
+        on_hang=lambda unit, case_id, how: record(isolation_outcome(case_id, "hang", how)),
+        on_collateral=lambda unit, case_id, how: store.note(run.id, "collateral", f"{case_id}: a worker died during it, but {how}"),
+        on_unit_failed=lambda unit, detail: (pending.pop(unit.key, None), unit_done(unit, "failed", detail)),
+        on_unit_done=lambda unit: (pending.pop(unit.key, None), unit_done(unit)),
+    )
+
+
+def isolation_outcome(case_id: str, kind: str, detail: str) -> Outcome:
+    """A crash or hang, as the outcome of the case that was running."""
+    case = Case.parse(case_id)
+    digest = hashlib.sha256(f"{case_id}|{kind}|isolation".encode()).hexdigest()[:10]
+    what = "crashes" if kind == "crash" else "hangs"
+    placed = ", ".join(f"{layout} {path}" for path, layout in case.layouts) or "contiguous tensors"
+    finding = Finding(
+        id=f"f-{digest}", kind=kind, op=case.op, opinfo=case.op, variant=case.variant, dtype=case.dtype,
+        device=case.device, reference="isolation", case_id=case_id, layouts=case.layouts,
+        summary=f"{case.op} ({case.variant}) [{case.dtype}] {what} on {placed}: {detail}", detail=detail,
+    )
+    return Outcome(case=case, status="finding", reason=detail, findings=(finding,))
+
+
+def result(store: Store, run_id: int, *, resumed: bool = False) -> SweepResult:
+    run = store.run(run_id)
+    statuses = dict(store.status_counts(run_id))
+    reasons = {status: dict(store.reasons(run_id, status)) for status in ("skip", "raised", "error") if statuses.get(status)}
+    return SweepResult(
+        run=run, resumed=resumed, statuses=statuses, reasons=reasons,
+        failed_units=tuple(store.failed_units(run_id)), notes=tuple(store.notes(run_id)), findings=tuple(store.findings(run_id)), seconds=run.seconds,
+    )

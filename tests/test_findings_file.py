@@ -1,0 +1,170 @@
+"""The findings file against DESIGN.md's contract, and the first-cut grouping.
+
+Findings come from a real sweep of one op with a planted bug: ``addcmul_``
+drops its write when ``self`` is not contiguous (scoped with ``torch.library``,
+destroyed before the test ends).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import warnings
+
+import pytest
+import torch
+
+from torchsleuth._version import __version__
+from torchsleuth.cases.records import Unit
+from torchsleuth.config import SweepConfig
+from torchsleuth.engine import run_unit
+from torchsleuth.judge.records import KINDS, REFERENCES, Finding
+from torchsleuth.report import findings_file, repro
+from torchsleuth.report.groups import Group, group
+
+# The contract, from DESIGN.md "Findings file": field -> JSON types allowed.
+TOP = {
+    "tool": (str,), "version": (str,), "torch": (str,), "command": (str,), "device": (str,),
+    "cases": (int,), "seconds": (int, float), "findings": (list,), "groups": (list,),
+}
+FINDING = {
+    "id": (str,), "op": (str,), "kind": (str,), "variant": (str,), "dtype": (str,), "device": (str,),
+    "reference": (str,), "args": (list,), "max_abs_err": (int, float, type(None)),
+    "tolerance": (dict, type(None)), "summary": (str,), "group": (str, type(None)), "repro": (str, type(None)),
+}
+EXTRA = {"opinfo", "case_id", "detail", "mismatch"}
+ARG = {"name": (str,), "shape": (list, type(None)), "stride": (list, type(None)), "storage_offset": (int, type(None)), "layout": (str,)}
+GROUP = {"id": (str,), "summary": (str,), "findings": (list,)}
+
+
+def _addcmul_dropping_writes(self, tensor1, tensor2, *, value=1):
+    if not self.is_contiguous():
+        return self  # the planted bug
+    return self.copy_(self + tensor1 * tensor2 * value)
+
+
+@pytest.fixture(scope="module")
+def findings() -> list[Finding]:
+    library = torch.library.Library("aten", "IMPL")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
+            library.impl("addcmul_", _addcmul_dropping_writes, "CPU")
+        config = SweepConfig(ops=("addcmul",), variants=("inplace",), samples=1, layouts=("contiguous", "transposed", "strided"))
+        events = list(run_unit(Unit(op="addcmul", dtype="float32", device="cpu"), config))
+    finally:
+        library._destroy()
+    found = [f for kind, outcome in events if kind == "outcome" for f in outcome.findings]
+    assert {f.kind for f in found} == {"dropped_write"}
+    return found
+
+
+def strict_json(text: str):
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def check_fields(record: dict, fields: dict, extra: set = frozenset()) -> None:
+    assert set(fields) <= set(record), f"missing {set(fields) - set(record)}"
+    assert set(record) <= set(fields) | extra, f"unexpected {set(record) - set(fields) - extra}"
+    for name, types in fields.items():
+        value = record[name]
+        assert isinstance(value, types) and not (isinstance(value, bool) and bool not in types), f"{name}: {value!r}"
+
+
+def written(findings, tmp_path, **overrides):
+    groups = group(findings)
+    paths = repro.write_scripts(findings, tmp_path)
+    arguments = dict(
+        command="ops", device="cpu", torch_version=torch.__version__, cases=151, seconds=1.25,
+        findings=findings, groups=groups, repro_paths=paths,
+    )
+    arguments.update(overrides)
+    path = findings_file.write(tmp_path / "findings.json", **arguments)
+    return strict_json(path.read_text()), groups
+
+
+def test_file_follows_the_contract(findings, tmp_path):
+    data, groups = written(findings, tmp_path)
+    check_fields(data, TOP)
+    assert (data["tool"], data["version"], data["torch"]) == ("torchsleuth", __version__, torch.__version__)
+    assert (data["command"], data["device"], data["cases"], data["seconds"]) == ("ops", "cpu", 151, 1.25)
+    assert [f["id"] for f in data["findings"]] == [f.id for f in findings]
+    group_ids = {g["id"] for g in data["groups"]}
+    for record, finding in zip(data["findings"], findings):
+        check_fields(record, FINDING, EXTRA)
+        assert record["kind"] in KINDS and record["reference"] in REFERENCES
+        assert (record["op"], record["kind"], record["variant"], record["dtype"]) == ("aten.addcmul_.default", "dropped_write", "inplace", "float32")
+        assert record["summary"] == finding.summary and record["case_id"] == finding.case_id
+        for arg, spec in zip(record["args"], finding.call.tensors, strict=True):
+            check_fields(arg, ARG)
+            assert arg == {"name": spec.path, "shape": list(spec.shape), "stride": list(spec.stride), "storage_offset": spec.storage_offset, "layout": spec.layout}
+        assert set(record["tolerance"]) == {"atol", "rtol"}
+        assert record["tolerance"] == {"atol": finding.mismatch.atol, "rtol": finding.mismatch.rtol}
+        assert record["max_abs_err"] == pytest.approx(finding.mismatch.max_abs_err)
+        assert record["mismatch"]["path"] == "input" and record["mismatch"]["attribute"] == "values"
+        assert record["group"] in group_ids and record["id"] in next(g["findings"] for g in data["groups"] if g["id"] == record["group"])
+        # the repro path is relative to the findings file, and the script is there
+        assert record["repro"] == f"repros/{record['id']}.py"
+        assert (tmp_path / record["repro"]).read_text() == repro.script(finding)
+    for record, g in zip(data["groups"], groups, strict=True):
+        check_fields(record, GROUP)
+        assert record == {"id": g.id, "summary": g.summary, "findings": list(g.findings)}
+    assert sorted(i for g in data["groups"] for i in g["findings"]) == sorted(f.id for f in findings)
+
+
+def test_absent_and_non_finite_values_are_null(findings, tmp_path):
+    finding = findings[0]
+    infinite = dataclasses.replace(finding, id="f-infinite", mismatch=dataclasses.replace(finding.mismatch, max_abs_err=math.inf, allowed=math.nan))
+    crash = dataclasses.replace(finding, id="f-crash", kind="crash", reference="isolation", mismatch=None, call=None, detail="killed by SIGSEGV")
+    data, _ = written([infinite, crash], tmp_path, repro_paths={})
+    by_id = {f["id"]: f for f in data["findings"]}
+    assert by_id["f-infinite"]["max_abs_err"] is None and by_id["f-infinite"]["mismatch"]["allowed"] is None
+    assert "inf" in by_id["f-infinite"]["mismatch"]["description"]
+    record = by_id["f-crash"]
+    check_fields(record, FINDING, EXTRA)
+    assert (record["max_abs_err"], record["tolerance"], record["mismatch"], record["repro"]) == (None, None, None, None)
+    assert record["detail"] == "killed by SIGSEGV"
+    # without a recorded call the case still names the re-laid-out arguments
+    assert record["args"] == [{"name": p, "shape": None, "stride": None, "storage_offset": None, "layout": layout} for p, layout in finding.layouts]
+
+
+def test_repro_paths_outside_the_folder_are_kept_as_given(findings, tmp_path):
+    elsewhere = tmp_path / "elsewhere" / "f.py"
+    data = findings_file.document(
+        command="ops", device="cpu", torch_version="2.x", cases=1, seconds=0.0, findings=findings[:1],
+        groups=[], repro_paths={findings[0].id: elsewhere}, base=tmp_path / "report",
+    )
+    assert data["findings"][0]["repro"] == elsewhere.as_posix()
+    assert data["findings"][0]["group"] is None
+
+
+def test_groups_split_by_layout_and_keep_every_finding(findings):
+    groups = group(findings)
+    assert all(isinstance(g, Group) for g in groups)
+    by_id = {f.id: f for f in findings}
+    layouts_of = [{frozenset(layout for _, layout in by_id[i].layouts) for i in g.findings} for g in groups]
+    # transposed self and strided self are two bugs as far as grouping knows
+    assert sorted(sorted(next(iter(s))) for s in layouts_of) == [["strided"], ["transposed"]]
+    assert all(len(s) == 1 for s in layouts_of)
+    assert sum(len(g.findings) for g in groups) == len(findings)
+    for g in groups:
+        assert g.id.startswith("g-") and len(g.id) > 2
+        assert g.summary.endswith(".") and g.summary.count(". ") == 0
+        assert "addcmul_" in g.summary and f"{len(g.findings)} findings" in g.summary
+    # stable: the same findings give the same groups, whatever their order
+    assert {g.id: set(g.findings) for g in group(reversed(findings))} == {g.id: set(g.findings) for g in groups}
+    assert group(findings + findings) == groups
+
+
+def test_group_key_separates_kind_and_variant(findings):
+    finding = findings[0]
+    other_kind = dataclasses.replace(finding, id="f-other-kind", kind="mismatch")
+    other_variant = dataclasses.replace(finding, id="f-other-variant", variant="out")
+    same_but_float64 = dataclasses.replace(finding, id="f-float64", dtype="float64")
+    groups = group([finding, other_kind, other_variant, same_but_float64])
+    assert [g.findings for g in groups] == [(finding.id, "f-float64"), ("f-other-kind",), ("f-other-variant",)]
+    assert "float32, float64" in groups[0].summary
