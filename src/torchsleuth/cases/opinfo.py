@@ -32,7 +32,8 @@ from ..errors import UsageError
 
 # A reduction gets one extra sample whose reduced dim is this long: the
 # OpInfo samples reduce over at most a few dozen elements, too few for
-# low-precision accumulation error to show.
+# low-precision accumulation error to show. Its values are positive, so that
+# partial sums grow and an accumulation in the low-precision type stalls.
 LONG_REDUCTION = 1024
 
 
@@ -132,7 +133,7 @@ def _long_reductions(opinfo, dtype: torch.dtype) -> list[Sample]:
         return []
     from torch.testing import make_tensor
 
-    t = make_tensor((3, LONG_REDUCTION), dtype=dtype, device="cpu")
+    t = make_tensor((3, LONG_REDUCTION), dtype=dtype, device="cpu", low=0.5, high=9)
     found = []
     for args, kwargs in generate(t, dim=-1, keepdim=False):
         kwargs = dict(kwargs, dim=-1, keepdim=False)

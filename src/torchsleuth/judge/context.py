@@ -11,7 +11,8 @@ from ..run.evidence import Evidence
 from . import canonical
 from . import compare as cmp
 from .records import Finding, Mismatch
-from .tolerance import Tolerance, slack_factor, table
+from ..dtypes import unit_roundoff
+from .tolerance import JUMP_RATIO, Tolerance, effective_dtype, slack_factor, table
 
 
 class Context:
@@ -25,17 +26,29 @@ class Context:
 
     # --- tolerances and comparison ---------------------------------------------------
 
+    @property
+    def dtype(self) -> torch.dtype:
+        return getattr(torch, self.case.dtype)
+
+    @property
+    def effective(self) -> torch.dtype:
+        """The precision the case is computed at (float16's for float32 in TF32)."""
+        return effective_dtype(self.dtype, self.case.device, self.facts.names)
+
     def tolerance(self, dtype: torch.dtype) -> Tolerance:
+        if dtype == self.dtype and self.effective != dtype:
+            dtype = self.effective
         return table(dtype, self.override)
 
-    def sensitivity(self) -> dict[str, torch.Tensor] | None:
+    def sensitivity(self, nudges=None) -> dict[str, torch.Tensor] | None:
         """Per output leaf, how far float64 moves when the inputs are nudged (k_i of the rule)."""
         refs = self.ev.refs
-        if not refs.float64.ok or not refs.perturbed:
+        nudges = refs.perturbed if nudges is None else nudges
+        if not refs.float64.ok or not nudges:
             return None
         exact = dict(cmp.flatten(refs.float64.value))
         found: dict[str, torch.Tensor] = {}
-        for nudged in refs.perturbed:
+        for nudged in nudges:
             for path, value in cmp.flatten(nudged.value):
                 value, base = cmp.dense(value), cmp.dense(exact.get(path))
                 if not isinstance(value, torch.Tensor) or not isinstance(base, torch.Tensor) or value.shape != base.shape:
@@ -46,12 +59,20 @@ class Context:
                 found[path] = torch.maximum(found[path], move) if path in found else move
         return found
 
-    def slack(self, scale: float) -> dict[str, torch.Tensor] | None:
+    def slack(self, scale: float, *, jumps: bool = False) -> dict[str, torch.Tensor] | None:
+        """The rule's sensitivity term per output leaf; with ``jumps``, plus the jump term."""
         k = self.sensitivity()
         if k is None:
             return None
-        factor = scale * slack_factor(getattr(torch, self.case.dtype), self.facts.reduction_length)
-        return {path: factor * value for path, value in k.items()}
+        factor = scale * slack_factor(self.effective, self.facts.reduction_length, self.facts.steps)
+        if self.effective != self.dtype:  # k was measured with nudges at the case dtype's roundoff
+            factor *= unit_roundoff(self.effective) / unit_roundoff(self.dtype)
+        found = {path: factor * value for path, value in k.items()}
+        leaps = self.sensitivity(self.ev.refs.jumped) if jumps else None
+        for path, leap in (leaps or {}).items():
+            if path in found and leap.shape == found[path].shape:
+                found[path] = found[path] + torch.where(leap > JUMP_RATIO * k[path], leap, torch.zeros_like(leap))
+        return found
 
     def differs(self, actual, expected, *, scale: float, extra: dict | None = None, check_dtype: bool = True) -> list[Mismatch]:
         """Compare with the table; if that fails, again with the rule's slack added; then canonicalise."""
@@ -59,12 +80,16 @@ class Context:
         found = cmp.compare(a, e, tolerance=self.tolerance, check_dtype=check_dtype)
         if not found:
             return []
-        slack = self.slack(scale) or {}
-        for path, more in (extra or {}).items():
-            slack[path] = slack[path] + more if path in slack else more
-        if slack:
-            found = cmp.compare(a, e, tolerance=self.tolerance, slack=slack, check_dtype=check_dtype)
-        return self.canonical(found, a, e, slack)
+        for jumps in (False, True):  # the jump probe costs two more float64 runs: only if needed
+            slack = self.slack(scale, jumps=jumps) or {}
+            for path, more in (extra or {}).items():
+                slack[path] = slack[path] + more if path in slack else more
+            if slack:
+                found = cmp.compare(a, e, tolerance=self.tolerance, slack=slack, check_dtype=check_dtype)
+            found = self.canonical(found, a, e, slack)
+            if not found:
+                return []
+        return found
 
     def canonical(self, found: list[Mismatch], actual: cmp.Leaves, expected: cmp.Leaves, slack: dict) -> list[Mismatch]:
         """``found`` less the mismatches a declared canonicaliser shows to be two right answers."""
@@ -121,7 +146,7 @@ class Context:
 
     def describe(self, path: str) -> str:
         layout = self.case.layout_of(path)
-        return "a contiguous" if layout == "contiguous" else f"a {layout}"
+        return ("an " if layout[0] in "aeiou" else "a ") + layout
 
     def placed(self) -> str:
         return ", ".join(f"{layout} {path}" for path, layout in self.case.layouts) or "contiguous tensors"

@@ -7,6 +7,8 @@
   self keep their old value where the functional result says otherwise);
 * out=: the result lands in ``out`` and ``out`` keeps its strides
   (``out_ignored``);
+* storage-defined ops (``as_strided``, ``resize_``, ``set_``): the same call
+  on a fresh copy of the same storage gives the same bits;
 * random fills (``normal_``, ``uniform_``, ...): every element of self is
   drawn, whatever it held before, and holds a value the distribution can
   produce (``random_coverage``).
@@ -48,9 +50,29 @@ def storage(ctx: Context) -> None:
             count = int((moved & inside).sum())
             ctx.report(
                 "input_mutated", "contract",
-                f"{ctx.name()} changes its input {path} ({ctx.describe(path)}), which it should only read",
+                f"{ctx.name()} changes the argument {path} ({ctx.describe(path)}), which it should only read",
                 Mismatch(path=path, attribute="values", expected="unchanged", actual=f"{count} element(s) changed", mismatched=count, numel=int(inside.sum())),
             )
+
+
+def same_layout(ctx: Context) -> None:
+    """Storage-defined ops: the call again on the same storage layout, bit for bit."""
+    reference = ctx.ev.same_layout
+    if not reference.ok:
+        return
+    result = ctx.ev.ran.result
+    if _grew(ctx, result):
+        ctx.notes.append("the call grew the storage; the new elements are uninitialized, so only metadata is compared")
+        found = [m for m in cmp.compare(cmp.flatten(result), cmp.flatten(reference.value), tolerance=ctx.tolerance) if m.attribute != "values"]
+    else:
+        found = cmp.compare(cmp.flatten(result), cmp.flatten(reference.value), tolerance=ctx.tolerance, bitwise=True)
+    if found:
+        ctx.report("nondeterministic", "determinism", f"{ctx.name()} on {ctx.placed()} gives a different result on a copy of the same storage", found[0])
+
+
+def _grew(ctx: Context, result) -> bool:
+    before = max((s.numel() * s.element_size() for s in ctx.ev.ran.before.values()), default=0)
+    return any(isinstance(t, torch.Tensor) and t.untyped_storage().nbytes() > before for _, t in cmp.flatten(result))
 
 
 def inplace(ctx: Context) -> None:
@@ -64,6 +86,8 @@ def inplace(ctx: Context) -> None:
         return _random_fill(ctx, targets)
     if ctx.facts.random or ctx.facts.uninitialized:
         return  # values not comparable; the storage contracts still held
+    if ctx.facts.storage_defined:
+        return same_layout(ctx)
     for path, (_, expected) in zip(targets, expected_leaves):
         t = ev.prepared.tensors[path]
         if not isinstance(expected, torch.Tensor):

@@ -3,7 +3,7 @@
 The rule. An element ``i`` of a result in dtype ``d`` may differ from its
 expected value ``e_i`` by at most
 
-    allowed_i = atol + rtol * |e_i| + SLACK * k_i * (1 + sqrt(n) * u_acc / u_d)
+    allowed_i = atol + rtol * |e_i| + SLACK * sqrt(s) * k_i * (1 + sqrt(n) * u_acc / u_d)
                 + SCALE_ULPS * u * max_j |e_j|
 
 * ``atol``, ``rtol``: the table below for the dtype of the result (the
@@ -18,12 +18,21 @@ expected value ``e_i`` by at most
   along long sums; zero for exact ops. Low-precision results are therefore
   judged against how far rounding at their own precision can move them, not
   against a constant.
+* ``s``: how many ops that compute something the call dispatched to (1 for a
+  single kernel; dozens for a composite op or a backward graph). Each rounds
+  its result; independent roundings add up like a random walk.
 * ``n``: the reduction length (input elements per output element, for ops
   PyTorch tags ``reduction``; 1 otherwise), and ``u_acc``: the unit roundoff
   of the type PyTorch accumulates in (float32 for float16 and bfloat16, the
   dtype itself otherwise). A sum of ``n`` terms accumulated in ``u_acc``
   strays by up to about ``sqrt(n)`` times the input sensitivity; accumulating
   float16 in float16 strays by far more and is caught.
+* jumps: where the float64 result moves by more than ``JUMP_RATIO`` times
+  ``k_i`` when the inputs are nudged by ``JUMP`` (16) units of roundoff
+  either way, the op is discontinuous there (floor, a pixel edge in
+  grid_sample, an index at a near-tie), and rounding inside the kernel can
+  cross the edge as well: the size of that jump is allowed too. It is only
+  computed when a comparison fails without it.
 * ``SCALE_ULPS * u * max_j |e_j|``: a few units of roundoff of the largest
   expected value of the result, ``u`` that of the result's dtype. Ops built
   from several kernels round every intermediate to their dtype; where an
@@ -35,6 +44,11 @@ expected value ``e_i`` by at most
   references) doubles the slack term; the device reference adds
   ``DEVICE_FACTOR * |cpu_i - float64_i|``, how far the CPU's own result in
   ``d`` is from float64 at that element.
+
+TF32. On CUDA, float32 convolutions (and matrix products, when
+``torch.backends.cuda.matmul.allow_tf32`` is set) may run in TF32, which keeps
+10 mantissa bits: float16's. Where the flag for the op's family is on, a
+float32 (complex64) case is judged at float16's (complex32's) precision.
 
 Integer and bool results get ``atol = rtol = 0``: exact, except where a
 nudge of the inputs moved the float64 result (an index at a near-tie).
@@ -50,7 +64,8 @@ import torch
 from ..dtypes import unit_roundoff
 
 SLACK = 4.0
-SCALE_ULPS = 64.0
+SCALE_ULPS = 16.0
+JUMP_RATIO = 64.0
 DEVICE_FACTOR = 2.0
 
 # (atol, rtol) by dtype: torch.testing's defaults.
@@ -81,6 +96,23 @@ def table(dtype: torch.dtype, override: tuple[float, float] | None = None) -> To
     return Tolerance(atol=atol, rtol=rtol, scale=SCALE_ULPS * unit_roundoff(dtype))
 
 
+_CONVOLUTIONS = frozenset({"convolution", "_convolution", "cudnn_convolution", "cudnn_convolution_transpose", "convolution_backward", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"})
+_MATMULS = frozenset({"mm", "bmm", "addmm", "addbmm", "baddbmm", "matmul", "addmv", "mv", "linear", "_addmm_activation"})
+
+
+def effective_dtype(dtype: torch.dtype, device: str, op_names) -> torch.dtype:
+    """The precision a case in ``dtype`` is really computed at: float16's for TF32 work."""
+    if not device.startswith("cuda") or dtype not in (torch.float32, torch.complex64):
+        return dtype
+    names = set(op_names)
+    tf32 = (names & _CONVOLUTIONS and torch.backends.cudnn.allow_tf32) or (
+        names & _MATMULS and (torch.backends.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest")
+    )
+    if not tf32:
+        return dtype
+    return torch.float16 if dtype == torch.float32 else torch.complex32
+
+
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     """The type PyTorch's kernels accumulate ``dtype`` in (``at::acc_type`` on the CPU)."""
     return {
@@ -90,10 +122,11 @@ def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     }.get(dtype, dtype)
 
 
-def slack_factor(dtype: torch.dtype, reduction_length: int) -> float:
+def slack_factor(dtype: torch.dtype, reduction_length: int, steps: int = 1) -> float:
     """The factor in front of ``k_i`` for a case in ``dtype`` (see the rule above)."""
     u = unit_roundoff(dtype)
+    base = SLACK * math.sqrt(max(steps, 1))
     if u == 0.0:
-        return SLACK
+        return base
     u_acc = unit_roundoff(accumulation_dtype(dtype))
-    return SLACK * (1.0 + math.sqrt(max(reduction_length, 1)) * u_acc / u)
+    return base * (1.0 + math.sqrt(max(reduction_length, 1)) * u_acc / u)

@@ -54,6 +54,7 @@ class Prepared:
     written: frozenset[str]  # paths the variant writes by contract
     process: Callable[[Any], Any]  # OpInfo's output_process_fn_grad
     grad_paths: tuple[str, ...] = ()  # backward: inputs differentiated
+    processed: bool = False  # backward: the gradient is taken of process(result), not the result
 
 
 @dataclass
@@ -139,6 +140,7 @@ def _prepare_backward(case, function, sample, args, kwargs, inputs, reference_re
     return Prepared(
         case=case, function=function, args=args, kwargs=kwargs, tensors={**inputs, **seeds},
         written=frozenset(), process=sample.output_process_fn_grad, grad_paths=grad_paths,
+        processed=sample.output_process_fn_grad(reference_result) is not reference_result,
     )
 
 
@@ -238,6 +240,8 @@ def call_spec(prepared: Prepared, ran: Ran, function_name: str) -> CallSpec:
     try:
         args_src, kwargs_src = tree.call_source(prepared.args, prepared.kwargs)
         why_not = "" if function_name else "the op has no public name to call it by"
+        if prepared.processed:
+            why_not = "the gradient is taken through OpInfo's output_process_fn_grad, which has no source to write out"
     except tree.Unrepresentable as e:
         args_src = kwargs_src = ""
         why_not = f"an argument has no Python source: {e}"

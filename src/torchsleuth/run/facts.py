@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .trace import Trace
+from .trace import PLUMBING, Trace
 
 # Random in-place ops that overwrite every element of self with a draw, so the
 # result must not depend on what self held before (declared from their docs).
@@ -40,6 +40,8 @@ class Facts:
     reduction_length: int = 1
     uninitialized: bool = False
     storage_defined: bool = False
+    names: tuple[str, ...] = ()  # short names of every op the call dispatched to
+    steps: int = 1  # how many ops that compute something it dispatched to
 
 
 def _short(op) -> str:
@@ -65,6 +67,8 @@ def facts(trace: Trace | None, inputs: dict, result, *, fallback: str) -> Facts:
         reduction_length=reduction,
         uninitialized=bool(computing) and computing[-1] in UNINITIALIZED,
         storage_defined=any(n in STORAGE_DEFINED for n in names),
+        names=tuple(dict.fromkeys(names)),
+        steps=max(1, sum(1 for op in trace.ops if _short(op) not in PLUMBING)),
     )
 
 

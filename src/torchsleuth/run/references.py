@@ -12,7 +12,9 @@ the backward variant, the gradient) computation on contiguous tensors:
 * ``perturbed``: two more float64 runs with every floating input nudged by a
   random relative amount up to the case dtype's unit roundoff. How far they
   land from ``float64``, element by element, measures how sensitive the op
-  is to rounding at that precision (the judge's tolerance rule uses it).
+  is to rounding at that precision (the judge's tolerance rule uses it);
+* ``jumped``: two float64 runs nudged by plus and minus ``JUMP`` times that,
+  to find the elements where the op jumps (see judge.tolerance).
 
 All of them are computed lazily: a case that needs none pays for none.
 """
@@ -31,7 +33,9 @@ from ..cases.records import Case
 from . import call, tree
 from .trace import Trace
 
-_NOT_COMPUTED = object()
+# How many units of roundoff the jump probe nudges by: about as many
+# roundings as a kernel does on the way to an index or a comparison.
+JUMP = 16.0
 
 
 class Reference:
@@ -60,13 +64,16 @@ class References:
 
     @functools.cached_property
     def contiguous(self) -> Reference:
-        return self._run(self.base.tensors)
+        # on copies: a kernel that writes its inputs must not change what later references see
+        return self._run(self._copies())
+
+    def _copies(self) -> tree.Tensors:
+        return {p: layouts.apply("contiguous", t.detach()).requires_grad_(t.requires_grad) for p, t in self.base.tensors.items()}
 
     @functools.cached_property
     def trace(self) -> Trace:
         """The ops the contiguous call dispatches to (a separate run: see run.trace)."""
-        copies = {p: layouts.apply("contiguous", t.detach()).requires_grad_(t.requires_grad) for p, t in self.base.tensors.items()}
-        return call.traced(self.base, copies)[0]
+        return call.traced(self.base, self._copies())[0]
 
     @functools.cached_property
     def cpu(self) -> Reference:
@@ -80,12 +87,22 @@ class References:
 
     @functools.cached_property
     def perturbed(self) -> tuple[Reference, ...]:
+        """float64 runs with the inputs nudged by up to one unit of roundoff (two draws)."""
+        return self._nudged((1.0, 1.0), seeds=(self.seed, self.seed + 1))
+
+    @functools.cached_property
+    def jumped(self) -> tuple[Reference, ...]:
+        """float64 runs nudged by +-JUMP units of roundoff along one draw: they cross the
+        discontinuities (floor, a pixel edge, a tie) that rounding inside a kernel can cross."""
+        return self._nudged((JUMP, -JUMP), seeds=(self.seed + 2, self.seed + 2))
+
+    def _nudged(self, scales, *, seeds) -> tuple[Reference, ...]:
         if not self.float64.ok:
             return ()
-        generator = torch.Generator().manual_seed(self.seed)
+        u = dtypes.unit_roundoff(self.dtype)
         found = []
-        for _ in range(2):
-            tensors = self._converted(device="cpu", wide=True, nudge=(dtypes.unit_roundoff(self.dtype), generator))
+        for scale, seed in zip(scales, seeds):
+            tensors = self._converted(device="cpu", wide=True, nudge=(scale * u, torch.Generator().manual_seed(seed)))
             found.append(self._run(tensors, device="cpu", wide=True))
         return tuple(r for r in found if r.ok)
 

@@ -18,7 +18,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # Ops that move or describe data without computing: never the "op" of a finding.
-_PLUMBING = frozenset(
+PLUMBING = frozenset(
     {
         "detach",
         "alias",
@@ -78,7 +78,7 @@ class Trace:
     def primary(self) -> str:
         """The op a finding is named after: the last one that computes something."""
         for op in reversed(self.ops):
-            if op._schema.name.split("::")[-1] not in _PLUMBING:
+            if op._schema.name.split("::")[-1] not in PLUMBING:
                 return _display(op)
         return _display(self.ops[-1]) if self.ops else ""
 

@@ -1,0 +1,42 @@
+"""Shared fixtures: planting a kernel for one test, and sweeping into a fresh store."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import pytest
+import torch
+
+from torchsleuth import SweepConfig, SweepResult, sweep
+
+
+@pytest.fixture
+def plant():
+    """``plant("addcmul_", kernel)`` replaces aten's CPU kernel until the test ends.
+
+    In-process only: sweeps with ``workers=0`` see it, spawned workers do not
+    (they load plants through ``SweepConfig.imports``).
+    """
+    library = torch.library.Library("aten", "IMPL")
+
+    def register(op: str, kernel) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
+            library.impl(op, kernel, "CPU")
+
+    try:
+        yield register
+    finally:
+        library._destroy()
+
+
+@pytest.fixture
+def run_sweep(tmp_path):
+    """Sweeps ``config`` into a store of its own (a shared store would resume the last run)."""
+    counter = itertools.count()
+
+    def run(config: SweepConfig) -> SweepResult:
+        return sweep(config, db=str(tmp_path / f"runs-{next(counter)}.db"))
+
+    return run
