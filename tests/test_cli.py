@@ -57,7 +57,7 @@ def command(*args: str) -> list[str]:
 
 def environment() -> dict[str, str]:
     # a wide terminal, so that rich does not fold names in tables
-    return {**os.environ, "COLUMNS": "200", "PYTHONWARNINGS": "ignore"}
+    return {**os.environ, "COLUMNS": "200"}
 
 
 def files_under(folder: Path) -> set[str]:
@@ -296,7 +296,6 @@ def test_planted_bug_exits_1_with_a_dropped_write_and_a_repro(sweeps):
     assert sorted(i for g in data["groups"] for i in g["findings"]) == sorted(f["id"] for f in data["findings"])
 
 
-@pytest.mark.xfail(strict=True, reason="bug: report/outputs.py passes out/'repros' to repro.write_scripts, which adds 'repros' again: scripts land in DIR/repros/repros/")
 def test_repros_land_in_out_repros(sweeps):
     folder = sweeps["planted"].folder
     data = strict_json(folder / "out" / "findings.json")
@@ -305,7 +304,6 @@ def test_repros_land_in_out_repros(sweeps):
         assert (folder / "out" / "repros" / f"{finding['id']}.py").is_file()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: an unwritable --json path is found only after the sweep: traceback and exit 1")
 def test_unwritable_json_path_is_refused_before_sweeping(sweeps):
     run = sweeps["unwritable json"]
     assert run.result.returncode == 2, run.result.stderr
@@ -313,7 +311,6 @@ def test_unwritable_json_path_is_refused_before_sweeping(sweeps):
     assert run.wrote == set()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: an --import module that cannot be imported fails every unit, yet the sweep exits 0 'no findings'")
 def test_unimportable_module_is_an_environment_error(sweeps):
     run = sweeps["unimportable module"]
     assert run.result.returncode == 2, run.result.stdout + run.result.stderr

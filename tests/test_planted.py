@@ -230,12 +230,6 @@ def test_functional_op_writing_its_input_is_input_mutated(plant, run_sweep):
         assert f.mismatch.path == "input" and f.mismatch.mismatched == f.mismatch.numel > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="torchsleuth bug: the contiguous reference runs on the shared reference inputs "
-    "(References.base.tensors), so an op that mutates its input corrupts them, and the float64 "
-    "reference built from them afterwards gives a spurious precision mismatch for neg",
-)
 def test_functional_op_writing_its_input_is_reported_only_as_input_mutated(plant, run_sweep):
     plant("neg", neg_writing_its_input)
     result = run_sweep(config("input_mutated"))
@@ -337,13 +331,6 @@ def long_reduction(f: Finding) -> bool:
     return f.call is not None and any(spec.path == "input" and tuple(spec.shape) == (3, 1024) for spec in f.call.tensors)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="torchsleuth limitation: the tolerance's SCALE_ULPS term (64 units of bfloat16 roundoff "
-    "of the largest |expected|, 12.5% of it) allows ~13 on the long-reduction sample (sums near 100), "
-    "while accumulating 1024 zero-mean bfloat16 values sequentially in bfloat16 errs by only ~2-4 "
-    "(20 to 50 times the correct kernel's error), so the precision reference passes it",
-)
 def test_bfloat16_reduction_accumulating_in_bfloat16_is_a_precision_mismatch(plant, run_sweep):
     def sum_dim(self, dim, keepdim=False, *, dtype=None):
         if self.dtype == torch.bfloat16 and dtype in (None, torch.bfloat16):

@@ -53,7 +53,7 @@ def command(*args: str) -> list[str]:
 
 
 def environment() -> dict[str, str]:
-    return {**os.environ, "COLUMNS": "200", "PYTHONWARNINGS": "ignore"}
+    return {**os.environ, "COLUMNS": "200"}
 
 
 def torchsleuth(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import config as config_module
 from ..cases import layouts
 from ..cases.records import DEFAULT_DTYPES, LAYOUTS, VARIANTS
-from ..errors import ExitCode
+from ..errors import ExitCode, UsageError
 
 EPILOG = f"""\
 layouts (--layouts, comma-separated; default all):
@@ -92,33 +92,66 @@ def run(args) -> int:
     from ..cases import select
     from ..config import SweepConfig
 
+    # the cheap checks first, so a typo is reported before the catalog loads
+    dtypes = select.resolve_dtypes(args.dtypes, DEFAULT_DTYPES)
+    layouts_ = select.resolve_layouts(args.layouts)
+    variants = select.resolve_variants(args.variants)
     device = devices.parse(args.device)
+    imports = _imports(args.imports)
     ops = select.resolve_ops(args.ops)
     if args.list:
         return _list(ops, device)
-    for name in args.imports:
-        if name.endswith(".py") and not Path(name).is_file():
-            from ..errors import UsageError
-
-            raise UsageError(f"--import {name!r}: no such file")
+    if not select.units(ops, dtypes, device):
+        raise UsageError(f"nothing to sweep: no selected op supports {', '.join(dtypes)} on {device}; `--list` shows each op's dtypes")
     config = SweepConfig(
-        command="ops", device=device, ops=ops,
-        dtypes=select.resolve_dtypes(args.dtypes, DEFAULT_DTYPES),
-        layouts=select.resolve_layouts(args.layouts),
-        variants=select.resolve_variants(args.variants),
-        samples=args.samples, workers=args.workers, timeout=args.timeout,
-        imports=tuple(str(Path(i).resolve()) if i.endswith(".py") else i for i in args.imports),
+        command="ops", device=device, ops=ops, dtypes=dtypes, layouts=layouts_, variants=variants,
+        samples=args.samples, workers=args.workers, timeout=args.timeout, imports=imports,
     )
-    out = Path(args.out)
-    return finish(config, out=out, db=args.db or str(out / "runs.db"), json_path=args.json, progress=not args.no_progress)
+    return finish(config, out=Path(args.out), db=args.db, json_path=args.json, progress=not args.no_progress)
 
 
-def finish(config, *, out: Path, db: str, json_path: str | None, progress: bool) -> int:
+def _imports(names: list[str]) -> tuple[str, ...]:
+    """The --import modules, loaded here once so that a broken one stops the sweep before it starts."""
+    from ..sweep import load_imports
+
+    resolved = []
+    for name in names:
+        if name.endswith(".py"):
+            if not Path(name).is_file():
+                raise UsageError(f"--import {name!r}: no such file")
+            name = str(Path(name).resolve())
+        try:
+            load_imports((name,))
+        except Exception as e:  # the user's module: any failure is theirs to see
+            raise UsageError(f"--import {name!r} failed: {type(e).__name__}: {e}") from None
+        resolved.append(name)
+    return tuple(resolved)
+
+
+def writable_outputs(out: Path, json_path: str | None) -> None:
+    """Refuse, before any work and without creating anything, output paths that cannot be written."""
+    if not _creatable_dir(out):
+        raise UsageError(f"cannot write to --out {str(out)!r}: give a writable directory (it is made if missing)")
+    if json_path and (Path(json_path).is_dir() or not _creatable_dir(Path(json_path).resolve().parent)):
+        raise UsageError(f"cannot write the --json file {json_path!r}: not a writable file path")
+
+
+def _creatable_dir(path: Path) -> bool:
+    """Whether ``path`` is a writable directory, or could be made one under a writable one."""
+    path = path.resolve()
+    while not path.exists():
+        path = path.parent
+    return path.is_dir() and os.access(path, os.W_OK)
+
+
+def finish(config, *, out: Path, db: str | None, json_path: str | None, progress: bool) -> int:
     """Run the sweep, write what it found, print the summary; the exit status."""
     from ..report import terminal
     from ..report.outputs import write_outputs
     from ..sweep import sweep
 
+    writable_outputs(out, json_path)
+    db = db or str(out / "runs.db")
     result = sweep(config, db=db, progress=terminal.TerminalProgress(enabled=progress))
     groups, written = write_outputs(result, out=out, json_path=json_path)
     written["database"] = f"{db} (run {result.run.id})"

@@ -11,8 +11,8 @@ from ..run.evidence import Evidence
 from . import canonical
 from . import compare as cmp
 from .records import Finding, Mismatch
-from ..dtypes import unit_roundoff
-from .tolerance import JUMP_RATIO, Tolerance, effective_dtype, slack_factor, table
+from ..dtypes import is_inexact, unit_roundoff
+from .tolerance import JUMP_RATIO, SCALE_ULPS, Tolerance, effective_dtype, slack_factor, table
 
 
 class Context:
@@ -68,6 +68,13 @@ class Context:
         if self.effective != self.dtype:  # k was measured with nudges at the case dtype's roundoff
             factor *= unit_roundoff(self.effective) / unit_roundoff(self.dtype)
         found = {path: factor * value for path, value in k.items()}
+        if self.facts.steps > 1:  # the composite term of the rule
+            exact = dict(cmp.flatten(self.ev.refs.float64.value))
+            for path in found:
+                base = cmp.dense(exact.get(path))
+                if isinstance(base, torch.Tensor) and base.numel() and is_inexact(base.dtype):
+                    largest = float(torch.nan_to_num(base.detach().abs(), nan=0.0, posinf=0.0).max())
+                    found[path] = found[path] + SCALE_ULPS * unit_roundoff(self.effective) * largest
         leaps = self.sensitivity(self.ev.refs.jumped) if jumps else None
         for path, leap in (leaps or {}).items():
             if path in found and leap.shape == found[path].shape:

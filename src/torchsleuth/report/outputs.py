@@ -13,7 +13,7 @@ def write_outputs(result, *, out: Path, json_path: str | None) -> tuple[list, di
     written: dict[str, str] = {}
     repro_paths: dict[str, str] = {}
     if result.findings:
-        repro_paths = repro.write_scripts(result.findings, out / "repros")
+        repro_paths = repro.write_scripts(result.findings, out)
         written["repro scripts"] = str(out / "repros")
     if json_path:
         findings_file.write(
