@@ -50,10 +50,25 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         samples = opinfo.samples(entry, dtype)
-        for index in spread(len(samples), config.samples):
+        for index in _chosen(samples, config.samples):
             if only is not None and Case.parse(only).sample != index:
                 continue
             yield from _run_sample(unit, config, entry, functions, variants, samples[index], index, override, skip, only)
+
+
+# Samples with more tensor elements than this are left to --samples 0: every
+# layout of a 5-D tensor of a million elements costs seconds, and only
+# grid_sampler_3d has such samples.
+MAX_SAMPLE_ELEMENTS = 1 << 18
+
+
+def _chosen(samples: list, count: int) -> list[int]:
+    """Indices of ``count`` samples spread over the list (all for 0), leaving out the huge ones."""
+    if count == 0:
+        return list(range(len(samples)))
+    sizes = [sum(t.numel() for t in tree.call_leaves((s.input, *s.args), s.kwargs).values()) for s in samples]
+    affordable = [i for i, size in enumerate(sizes) if size <= MAX_SAMPLE_ELEMENTS] or [min(range(len(samples)), key=sizes.__getitem__)] if samples else []
+    return [affordable[i] for i in spread(len(affordable), count)]
 
 
 def _run_sample(unit, config, entry, functions, variants, sample, index, override, skip, only) -> Iterator[Event]:

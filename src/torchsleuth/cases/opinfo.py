@@ -111,7 +111,7 @@ def samples(opinfo, dtype: torch.dtype) -> list[Sample]:
     seed = int.from_bytes(hashlib.sha256(f"{_full_name(opinfo)}|{dtype}".encode()).digest()[:4], "little")
     with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
         warnings.simplefilter("ignore")
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)  # samples are made on the CPU
         found = [_plain(s) for s in opinfo.sample_inputs("cpu", dtype, requires_grad=False)]
         found.extend(_long_reductions(opinfo, dtype))
     return found

@@ -51,7 +51,8 @@ def add_parser(commands) -> None:
     p.add_argument("--layouts", metavar="LIST", help="layouts to test, comma-separated (see below)")
     p.add_argument("--variants", metavar="LIST", help="variants to test: functional, method, inplace, out, backward")
     p.add_argument("--samples", type=_count, default=config_module.DEFAULT_SAMPLES, metavar="N",
-                   help=f"OpInfo samples per op and dtype, spread over its list (default {config_module.DEFAULT_SAMPLES}; 0: all)")
+                   help=f"OpInfo samples per op and dtype, spread over its list, leaving out samples over 2^18 elements "
+                        f"(default {config_module.DEFAULT_SAMPLES}; 0: every sample)")
     p.add_argument("--workers", type=_count, default=_cpus(), metavar="N",
                    help="worker processes (default: one per CPU); 0 runs in this process, without crash isolation")
     p.add_argument("--timeout", type=_seconds, default=config_module.DEFAULT_TIMEOUT, metavar="SECONDS",
