@@ -25,11 +25,14 @@ from .cases import opinfo
 from .cases.plan import cases_for, spread
 from .cases.records import Case, Unit
 from .config import SweepConfig
+from .judge.isolation import isolation_outcome
 from .judge.oracles import judge, one_line
 from .judge.records import Outcome
 from .run import call, tree
 from .run.evidence import Evidence
+from .run.facts import STORAGE_DEFINED
 from .run.facts import facts as read_facts
+from .run.pool import DeviceLost
 from .run.references import References, base_case
 
 Event = tuple[str, object]
@@ -105,7 +108,47 @@ def _run_sample(unit, config, entry, functions, variants, sample, index, overrid
                 outcome = _run_case(case, entry, functions[variant], sample, references, override)
             except Exception as e:  # a bug in torchsleuth, not in the op: shown apart
                 outcome = Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")
+            lost = outcome.status in ("raised", "error") and not _device_works(case.device)
+            if lost:  # the op left the device unusable (a device-side assert, a misaligned address)
+                outcome = isolation_outcome(case, "crash", f"leaves {case.device} unusable: {outcome.reason}")
             yield "outcome", outcome
+            if lost:
+                raise DeviceLost(outcome.reason)
+
+
+def _device_works(device: str) -> bool:
+    """Whether the device still runs a kernel in this process (a CUDA error can poison it)."""
+    if device == "cpu":
+        return True
+    try:
+        module = getattr(torch, torch.device(device).type)
+        probe = torch.ones(1, device=device) + 1
+        module.synchronize()
+        return float(probe) == 2.0
+    except Exception:
+        return False
+
+
+def describe(unit: Unit, config: SweepConfig, case_id: str):
+    """The call a case makes, as a CallSpec, without making it (for cases that killed a worker)."""
+    case = Case.parse(case_id)
+    entry = opinfo.get(case.op)
+    functions = opinfo.functions(entry)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sample = opinfo.samples(entry, getattr(torch, case.dtype))[case.sample]
+        shared: dict[Case, References] = {}
+
+        def references(c: Case) -> References:
+            base = base_case(c)
+            if base not in shared:
+                result = references(_functional(base)).contiguous.value if base.variant == "backward" else None
+                shared[base] = References(call.prepare(base, functions["functional"], sample, reference_result=result, grad_seed=case.sample), getattr(torch, case.dtype), seed=case.sample)
+            return shared[base]
+
+        prepared, _ = _prepare(case, functions[case.variant], sample, references)
+        ran = call.Ran(before=call.snapshot(prepared.tensors), meta={p: call.metadata(t) for p, t in prepared.tensors.items()})
+        return call.call_spec(prepared, ran, opinfo.public_name(entry, case.variant))
 
 
 def _where(error: BaseException) -> str:
@@ -157,17 +200,22 @@ def _skipped(unit, variant, index, reason, skip, only, status="skip") -> Iterato
         yield "outcome", Outcome(case=case, status=status, reason=reason)
 
 
+def _prepare(case: Case, function, sample, references) -> tuple[call.Prepared, References]:
+    refs = references(case)
+    if not refs.contiguous.ok:
+        raise _NoReference(refs.contiguous.error)
+    reference_result = refs.contiguous.value if case.variant == "out" else references(_functional(case)).contiguous.value if case.variant == "backward" else None
+    return call.prepare(case, function, sample, reference_result=reference_result, grad_seed=case.sample), refs
+
+
 def _run_case(case: Case, entry, function, sample, references, override) -> Outcome:
     start = time.perf_counter()
     try:
-        refs = references(case)
+        prepared, refs = _prepare(case, function, sample, references)
     except _NoReference as e:
         return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(e.error))
-    if not refs.contiguous.ok:
-        return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(refs.contiguous.error))
-    reference_result = refs.contiguous.value if case.variant == "out" else references(_functional(case)).contiguous.value if case.variant == "backward" else None
-    prepared = call.prepare(case, function, sample, reference_result=reference_result, grad_seed=case.sample)
     facts = read_facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=case.op)
+    facts = dataclasses.replace(facts, storage_defined=case.op.split(".")[0] in STORAGE_DEFINED)
     if case.variant == "backward":  # named after the forward op
         forward = references(_functional(case))
         facts = dataclasses.replace(facts, op=read_facts(forward.trace, forward.base.tensors, forward.contiguous.value, fallback=case.op).op)

@@ -13,7 +13,6 @@ are seen, which is what tests and ``torchsleuth.check`` want.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import runpy
 import time
@@ -25,9 +24,10 @@ from . import _version
 from .cases import select
 from .cases.records import Case, Unit
 from .config import SweepConfig
-from .engine import run_unit
+from .engine import describe, run_unit
+from .judge.isolation import isolation_outcome
 from .judge.records import Finding, Outcome
-from .run.pool import Pool
+from .run.pool import Callbacks, Pool
 from .store.sqlite import RunInfo, Store
 
 
@@ -124,41 +124,18 @@ def _execute(config: SweepConfig, store: Store, run: RunInfo, todo: list[Unit], 
             unit_done(unit)
         return
 
-    pending: dict[str, Unit] = {}
-
     def skip_for(unit: Unit) -> set[str]:
         store.unit_state(run.id, unit, "running")
-        pending[unit.key] = unit
         return store.cases_done(run.id, unit)
 
-    def on_event(unit: Unit, kind: str, payload) -> None:
-        record(payload)
-
-    pool = Pool(_work, config, workers=config.workers, timeout=config.timeout, threads=config.threads)
-    pool.run(
-        todo,
+    pool = Pool(_work, describe, config, workers=config.workers, timeout=config.timeout, threads=config.threads)
+    pool.run(todo, Callbacks(
         skip_for=skip_for,
-        on_event=on_event,
-        on_crash=lambda unit, case_id, how: record(isolation_outcome(case_id, "crash", how)),
-        on_hang=lambda unit, case_id, how: record(isolation_outcome(case_id, "hang", how)),
+        on_outcome=lambda unit, outcome: record(outcome),
+        on_failed=lambda unit, case_id, kind, how, call: record(isolation_outcome(Case.parse(case_id), kind, how, call)),
         on_collateral=lambda unit, case_id, how: store.note(run.id, "collateral", f"{case_id}: a worker died during it, but {how}"),
-        on_unit_failed=lambda unit, detail: (pending.pop(unit.key, None), unit_done(unit, "failed", detail)),
-        on_unit_done=lambda unit: (pending.pop(unit.key, None), unit_done(unit)),
-    )
-
-
-def isolation_outcome(case_id: str, kind: str, detail: str) -> Outcome:
-    """A crash or hang, as the outcome of the case that was running."""
-    case = Case.parse(case_id)
-    digest = hashlib.sha256(f"{case_id}|{kind}|isolation".encode()).hexdigest()[:10]
-    what = "crashes" if kind == "crash" else "hangs"
-    placed = ", ".join(f"{layout} {path}" for path, layout in case.layouts) or "contiguous tensors"
-    finding = Finding(
-        id=f"f-{digest}", kind=kind, op=case.op, opinfo=case.op, variant=case.variant, dtype=case.dtype,
-        device=case.device, reference="isolation", case_id=case_id, layouts=case.layouts,
-        summary=f"{case.op} ({case.variant}) [{case.dtype}] {what} on {placed}: {detail}", detail=detail,
-    )
-    return Outcome(case=case, status="finding", reason=detail, findings=(finding,))
+        on_unit_done=lambda unit, state, detail: unit_done(unit, state, detail),
+    ))
 
 
 def result(store: Store, run_id: int, *, resumed: bool = False) -> SweepResult:

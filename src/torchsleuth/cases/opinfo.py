@@ -243,14 +243,14 @@ _NAMESPACES = ("torch", "torch.Tensor", "torch.nn.functional", "torch.linalg", "
 
 @functools.cache
 def _public_index() -> dict[int, str]:
-    """``id`` of every public callable in the namespaces above, to its dotted name."""
+    """``id`` of every callable in the namespaces above, to its dotted name (``torch._foo`` too)."""
     import importlib
 
     found: dict[int, str] = {}
     for space in _NAMESPACES:
         obj = torch.Tensor if space == "torch.Tensor" else importlib.import_module(space)
-        for name in dir(obj):
-            if name.startswith("_"):
+        for name in sorted(dir(obj), key=lambda n: n.startswith("_")):  # public names win
+            if name.startswith("__"):
                 continue
             value = getattr(obj, name, None)
             if callable(value):

@@ -90,6 +90,9 @@ def layout(ctx: Context) -> None:
             mismatch,
         )
         return
+    if ev.known_nondeterministic:
+        ctx.notes.append(f"{ctx.short()} on {ctx.placed()} differs from the contiguous call, but PyTorch declares it nondeterministic")
+        return
     ctx.report(kind, "layout", f"{ctx.name()} on {ctx.placed()} differs from the contiguous call", mismatch)
 
 
@@ -131,12 +134,16 @@ def device(ctx: Context) -> None:
     if ev.refs.float64.ok:
         exact = dict(_rounded_like(cmp.flatten(ev.refs.float64.value), cmp.flatten(reference.value)))
         for path, value in cmp.flatten(reference.value):
-            base = exact.get(path)
+            value, base = cmp.dense(value), cmp.dense(exact.get(path))
             if isinstance(value, torch.Tensor) and isinstance(base, torch.Tensor) and value.shape == base.shape and is_inexact(value.dtype):
                 work = torch.complex128 if value.is_complex() else torch.float64
                 extra[path] = DEVICE_FACTOR * torch.nan_to_num((value.detach().cpu().to(work) - base.cpu().to(work)).abs(), nan=0.0)
-    found = ctx.differs(ev.ran.result, reference.value, scale=2.0, extra=extra)
-    if found:
+    # devices may differ in an auxiliary output's dtype (saved statistics in float32 for
+    # half inputs, on CUDA): values are compared, in float64, not dtypes
+    found = ctx.differs(ev.ran.result, reference.value, scale=2.0, extra=extra, check_dtype=False)
+    if found and ev.known_nondeterministic:
+        ctx.notes.append(f"{ctx.short()} on {ctx.case.device} differs from the CPU, but PyTorch declares it nondeterministic there")
+    elif found:
         kind = "gradient_mismatch" if ctx.case.variant == "backward" else "mismatch"
         ctx.report(kind, "device", f"{ctx.name()} on {ctx.case.device} differs from the CPU beyond how far the CPU is from float64", found[0])
 

@@ -144,6 +144,12 @@ def _prepare_backward(case, function, sample, args, kwargs, inputs, reference_re
     )
 
 
+def synchronize(device: str) -> None:
+    kind = torch.device(device).type
+    if kind != "cpu":
+        getattr(torch, kind).synchronize()
+
+
 def seed(device: str) -> None:
     """Seed the generators a call on ``device`` draws from, and only those.
 
@@ -196,6 +202,7 @@ def execute(prepared: Prepared) -> Ran:
     ran = Ran(before=snapshot(prepared.tensors), meta={p: metadata(t) for p, t in prepared.tensors.items()})
     try:
         ran.result = compute(prepared)
+        synchronize(prepared.case.device)  # an asynchronous kernel error belongs to this call
     except Exception as e:  # the op refused the call: loud, so not a silent bug
         ran.error = e
     ran.after = snapshot(prepared.tensors)

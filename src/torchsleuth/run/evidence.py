@@ -9,7 +9,6 @@ rerun, a second run for random coverage, a probe under
 from __future__ import annotations
 
 import functools
-import warnings
 
 import torch
 
@@ -69,16 +68,17 @@ class Evidence:
         """Whether PyTorch itself says this call has no deterministic implementation."""
         previous = torch.are_deterministic_algorithms_enabled()
         previous_warn = torch.is_deterministic_algorithms_warn_only_enabled()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            torch.use_deterministic_algorithms(True, warn_only=True)
-            try:
-                call.compute(self.refs.base)
-            except Exception:
-                pass
-            finally:
-                torch.use_deterministic_algorithms(previous, warn_only=previous_warn)
-        return any("deterministic" in str(w.message) for w in caught)
+        # raising, not warning: PyTorch warns once per op and process
+        torch.use_deterministic_algorithms(True, warn_only=False)
+        try:
+            call.compute(self.refs.base, self.refs._copies())
+        except RuntimeError as e:
+            return "deterministic" in str(e)
+        except Exception:
+            return False
+        finally:
+            torch.use_deterministic_algorithms(previous, warn_only=previous_warn)
+        return False
 
     @functools.cached_property
     def same_layout(self) -> Reference:

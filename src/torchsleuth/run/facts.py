@@ -10,9 +10,11 @@ from a hand-kept skip list:
   tagged ``reduction`` ran (the tolerance rule widens with it);
 * ``uninitialized``: the result comes from an ``empty*`` factory, whose
   values are whatever memory held: only its metadata is compared;
-* ``storage_defined``: the op's result is defined by strides and storage
-  (``as_strided``, ``resize_``, ``set_``): it is judged against the same
-  call on the same storage layout, not on a contiguous copy.
+* ``storage_defined``: the op's public contract is stated in strides and
+  storage (``as_strided``, ``resize_``, ``set_``): it is judged against the
+  same call on the same storage layout, not on a contiguous copy. This one
+  is read off the op's catalog name, not its trace: composite ops such as
+  ``stft`` use ``as_strided`` on their own intermediates.
 """
 
 from __future__ import annotations
@@ -66,7 +68,6 @@ def facts(trace: Trace | None, inputs: dict, result, *, fallback: str) -> Facts:
         random_fill=primary.split(".")[1] in RANDOM_FILLS if primary.startswith("aten.") else False,
         reduction_length=reduction,
         uninitialized=bool(computing) and computing[-1] in UNINITIALIZED,
-        storage_defined=any(n in STORAGE_DEFINED for n in names),
         names=tuple(dict.fromkeys(names)),
         steps=max(1, sum(1 for op in trace.ops if _short(op) not in PLUMBING)),
     )

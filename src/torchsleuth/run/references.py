@@ -132,7 +132,9 @@ class References:
         if device is not None:
             prepared = _retarget(prepared, device=device, dtype=self.dtype if wide else None)
         try:
-            return Reference(value=call.compute(prepared, tensors))
+            value = call.compute(prepared, tensors)
+            call.synchronize(device or self.base.case.device)
+            return Reference(value=value)
         except Exception as e:
             return Reference(error=e)
 

@@ -61,7 +61,7 @@ PLUMBING = frozenset(
 # one entry each, with the argument positions). native_batch_norm updates
 # running_mean and running_var in training mode; its schema predates alias
 # annotations for that (PyTorch's _native_batch_norm_legit states them).
-UNDECLARED_WRITES = {"aten::native_batch_norm": (3, 4)}
+UNDECLARED_WRITES = {"aten::native_batch_norm": (3, 4), "aten::cudnn_batch_norm": (3, 4), "aten::miopen_batch_norm": (3, 4)}
 
 
 @dataclass

@@ -1,0 +1,54 @@
+"""Run one repro script per finding group and say whether it reproduces.
+
+    python bench/verify_repros.py DIR/findings.json [--all] [--timeout 60]
+
+A repro exits 1 while its bug is present, 0 once it is gone, 2 when it cannot
+check. Prints a Markdown table: group, op, kind, variant, dtype, layouts, the
+repro's exit status and its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("findings")
+    parser.add_argument("--all", action="store_true", help="every finding, not one per group")
+    parser.add_argument("--timeout", type=float, default=60)
+    args = parser.parse_args()
+    path = Path(args.findings)
+    document = json.loads(path.read_text())
+    by_id = {f["id"]: f for f in document["findings"]}
+    chosen = list(by_id) if args.all else [g["findings"][0] for g in document["groups"]]
+    print("| group | op | kind | variant | dtype | layouts | repro exit | last line |")
+    print("| --- | --- | --- | --- | --- | --- | ---: | --- |")
+    counts: dict[int, int] = {}
+    for finding_id in chosen:
+        f = by_id[finding_id]
+        script = path.parent / f["repro"] if f.get("repro") else None
+        if script is None or not script.exists():
+            code, last = None, "no repro script"
+        else:
+            try:
+                run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=args.timeout)
+                code = run.returncode
+                lines = [l for l in (run.stdout + run.stderr).splitlines() if l.strip()]
+                last = lines[-1][:140] if lines else ""
+            except subprocess.TimeoutExpired:
+                code, last = "timeout", ""
+        counts[code] = counts.get(code, 0) + 1
+        layouts = ", ".join(f"{a['name']}={a['layout']}" for a in f["args"] if a.get("layout") not in (None, "contiguous")) or "contiguous"
+        last = last.replace("|", "\\|")
+        print(f"| {f['group']} | {f['op']} | {f['kind']} | {f['variant']} | {f['dtype']} | {layouts} | {code} | {last} |", flush=True)
+    print(f"\nexit statuses: {counts}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
