@@ -10,7 +10,9 @@ One entry per reason, each naming the ops it covers (short aten names):
 * vector phases: eigenvectors and singular vectors are defined up to a
   factor of modulus one per vector (a sign, for real ones). Two results agree
   when they do after each vector of one is turned by the phase that best
-  matches the other.
+  matches the other; where singular values or eigenvalues repeat, only the
+  subspace is defined, and two results agree when they rebuild the same
+  matrix (``U diag(S) V^H``, ``V diag(L) V^H``).
 """
 
 from __future__ import annotations
@@ -89,3 +91,41 @@ def same_up_to_phase(actual: torch.Tensor, expected: torch.Tensor, close: Callab
         if close(turned, expected.detach().cpu().to(actual.dtype)):
             return True
     return False
+
+
+def same_factorization(actual: list, expected: list, close: Callable) -> bool:
+    """Whether two (U, S, V or Vh) or (L, V) results rebuild the same matrix."""
+    a, e = [v for _, v in actual], [v for _, v in expected]
+    for rebuild in (_usvh, _usv, _vlv):
+        try:
+            left, right = rebuild(a), rebuild(e)
+        except (RuntimeError, IndexError, TypeError, ValueError):
+            continue
+        if left is not None and right is not None and close(left, right):
+            return True
+    return False
+
+
+def _c(t) -> torch.Tensor:
+    return t.detach().cpu().to(torch.complex128)
+
+
+def _usvh(parts):
+    if len(parts) != 3:
+        return None
+    u, s, vh = (_c(p) for p in parts)
+    return u @ torch.diag_embed(s) @ vh
+
+
+def _usv(parts):  # torch.svd returns V, not V^H
+    if len(parts) != 3:
+        return None
+    u, s, v = (_c(p) for p in parts)
+    return u @ torch.diag_embed(s) @ v.mH
+
+
+def _vlv(parts):  # eigh: V diag(L) V^H
+    if len(parts) != 2:
+        return None
+    values, vectors = (_c(p) for p in parts)
+    return vectors @ torch.diag_embed(values) @ vectors.mH

@@ -51,6 +51,13 @@ TF32. On CUDA, float32 convolutions (and matrix products, when
 10 mantissa bits: float16's. Where the flag for the op's family is on, a
 float32 (complex64) case is judged at float16's (complex32's) precision.
 
+Two declared widenings, each for a family of ops whose error model differs:
+FFTs (``_fft_*``) sum over the transform's whole length in their own dtype
+(cuFFT computes half-precision transforms in half precision), so ``n`` is the
+input's size and ``u_acc`` the case dtype's; on CUDA, cuDNN may run a
+convolution as a Winograd or FFT algorithm whose error is several times a
+direct sum's, so convolutions there get ``CUDNN_FACTOR`` times the slack.
+
 Integer and bool results get ``atol = rtol = 0``: exact, except where a
 nudge of the inputs moved the float64 result (an index at a near-tie).
 """
@@ -66,6 +73,7 @@ from ..dtypes import unit_roundoff
 
 SLACK = 4.0
 SCALE_ULPS = 16.0
+CUDNN_FACTOR = 4.0
 JUMP_RATIO = 64.0
 DEVICE_FACTOR = 2.0
 
@@ -94,7 +102,7 @@ def table(dtype: torch.dtype, override: tuple[float, float] | None = None) -> To
     return Tolerance(atol=atol, rtol=rtol)
 
 
-_CONVOLUTIONS = frozenset({"convolution", "_convolution", "cudnn_convolution", "cudnn_convolution_transpose", "convolution_backward", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"})
+CONVOLUTIONS = frozenset({"convolution", "_convolution", "cudnn_convolution", "cudnn_convolution_transpose", "convolution_backward", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"})
 _MATMULS = frozenset({"mm", "bmm", "addmm", "addbmm", "baddbmm", "matmul", "addmv", "mv", "linear", "_addmm_activation"})
 
 
@@ -103,7 +111,7 @@ def effective_dtype(dtype: torch.dtype, device: str, op_names) -> torch.dtype:
     if not device.startswith("cuda") or dtype not in (torch.float32, torch.complex64):
         return dtype
     names = set(op_names)
-    tf32 = (names & _CONVOLUTIONS and torch.backends.cudnn.allow_tf32) or (
+    tf32 = (names & CONVOLUTIONS and torch.backends.cudnn.allow_tf32) or (
         names & _MATMULS and (torch.backends.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest")
     )
     if not tf32:
@@ -120,11 +128,11 @@ def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     }.get(dtype, dtype)
 
 
-def slack_factor(dtype: torch.dtype, reduction_length: int, steps: int = 1) -> float:
+def slack_factor(dtype: torch.dtype, reduction_length: int, steps: int = 1, *, accumulation: torch.dtype | None = None) -> float:
     """The factor in front of ``k_i`` for a case in ``dtype`` (see the rule above)."""
     u = unit_roundoff(dtype)
     base = SLACK * math.sqrt(max(steps, 1))
     if u == 0.0:
         return base
-    u_acc = unit_roundoff(accumulation_dtype(dtype))
+    u_acc = unit_roundoff(accumulation or accumulation_dtype(dtype))
     return base * (1.0 + math.sqrt(max(reduction_length, 1)) * u_acc / u)

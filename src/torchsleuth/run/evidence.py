@@ -12,7 +12,7 @@ import functools
 
 import torch
 
-from . import call
+from . import call, tree
 from .facts import Facts
 from .records import CallSpec
 from .references import Reference, References
@@ -65,20 +65,32 @@ class Evidence:
 
     @functools.cached_property
     def known_nondeterministic(self) -> bool:
-        """Whether PyTorch itself says this call has no deterministic implementation."""
+        """Whether the call is nondeterministic and PyTorch itself says it may be.
+
+        Nondeterministic: two runs on the same inputs differ. Declared: under
+        ``torch.use_deterministic_algorithms`` the call raises "does not have a
+        deterministic implementation", or it switches to a deterministic
+        algorithm (cuDNN, for one) and then gives the same bits twice.
+        """
+        try:
+            if _bits_agree(call.compute(self.refs.base, self.refs._copies()), call.compute(self.refs.base, self.refs._copies())):
+                return False
+        except Exception:
+            return False
         previous = torch.are_deterministic_algorithms_enabled()
         previous_warn = torch.is_deterministic_algorithms_warn_only_enabled()
         # raising, not warning: PyTorch warns once per op and process
         torch.use_deterministic_algorithms(True, warn_only=False)
         try:
-            call.compute(self.refs.base, self.refs._copies())
+            first = call.compute(self.refs.base, self.refs._copies())
+            second = call.compute(self.refs.base, self.refs._copies())
         except RuntimeError as e:
             return "deterministic" in str(e)
         except Exception:
             return False
         finally:
             torch.use_deterministic_algorithms(previous, warn_only=previous_warn)
-        return False
+        return _bits_agree(first, second)
 
     @functools.cached_property
     def same_layout(self) -> Reference:
@@ -87,3 +99,23 @@ class Evidence:
             return Reference(value=call.compute(self.prepared, call.rebuilt(self.ran, self.prepared)))
         except Exception as e:
             return Reference(error=e)
+
+
+def _bits_agree(first, second) -> bool:
+    """Whether two results hold the same bits, leaf by leaf."""
+    a, b = tree.output_leaves(first), tree.output_leaves(second)
+    if len(a) != len(b):
+        return False
+    for (_, x), (_, y) in zip(a, b):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(_bytes(x), _bytes(y)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    flat = torch.empty(t.numel(), dtype=t.dtype)
+    flat.copy_(t.detach().reshape(-1))
+    return flat.view(torch.uint8)
