@@ -7,6 +7,9 @@ One entry per reason, each naming the ops it covers (short aten names):
   when the input values they point at agree; two gradients routed through
   such indices agree when, for every group of equal input values, they put
   the same total on the group.
+* mode ties: where several values are equally frequent, ``mode`` may return
+  any of them (and its index). Two results agree when the values they return
+  are equally frequent in their row.
 * vector phases: eigenvectors and singular vectors are defined up to a
   factor of modulus one per vector (a sign, for real ones). Two results agree
   when they do after each vector of one is turned by the phase that best
@@ -21,6 +24,7 @@ from typing import Callable
 
 import torch
 
+MODE_OPS = frozenset({"mode"})
 TIE_INDEX_OPS = frozenset({
     "sort", "argsort", "topk", "kthvalue", "mode", "median", "nanmedian", "max", "min",
     "argmax", "argmin", "cummax", "cummin", "msort", "aminmax",
@@ -129,3 +133,22 @@ def _vlv(parts):  # eigh: V diag(L) V^H
         return None
     values, vectors = (_c(p) for p in parts)
     return vectors @ torch.diag_embed(values) @ vectors.mH
+
+
+def same_frequency(x: torch.Tensor, actual: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Whether two ``mode`` values are equally frequent in their row of ``x`` (along some dim)."""
+    if actual.shape != expected.shape or x.dim() == 0:
+        return False
+    x, actual, expected = x.detach().cpu(), actual.detach().cpu(), expected.detach().cpu()
+    for dim in range(x.dim()):
+        a, e = actual, expected
+        if a.dim() == x.dim() - 1:
+            a, e = a.unsqueeze(dim), e.unsqueeze(dim)
+        if a.dim() != x.dim():
+            continue
+        try:
+            if torch.equal((x == a).sum(dim), (x == e).sum(dim)):
+                return True
+        except RuntimeError:
+            continue
+    return False

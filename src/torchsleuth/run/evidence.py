@@ -64,33 +64,36 @@ class Evidence:
         return call.call_spec(self.prepared, self.ran, self.function_name)
 
     @functools.cached_property
-    def known_nondeterministic(self) -> bool:
-        """Whether the call is nondeterministic and PyTorch itself says it may be.
-
-        Nondeterministic: two runs on the same inputs differ. Declared: under
-        ``torch.use_deterministic_algorithms`` the call raises "does not have a
-        deterministic implementation", or it switches to a deterministic
-        algorithm (cuDNN, for one) and then gives the same bits twice.
-        """
+    def nondeterministic(self) -> bool:
+        """Whether two runs of the contiguous call on the same inputs differ."""
         try:
-            if _bits_agree(call.compute(self.refs.base, self.refs._copies()), call.compute(self.refs.base, self.refs._copies())):
-                return False
+            return not _bits_agree(call.compute(self.refs.base, self.refs._copies()), call.compute(self.refs.base, self.refs._copies()))
         except Exception:
             return False
+
+    @functools.cached_property
+    def declared_nondeterministic(self) -> bool:
+        """Whether PyTorch itself says this call may be nondeterministic.
+
+        It says so in one of two ways: under ``torch.use_deterministic_algorithms``
+        the call raises "does not have a deterministic implementation"; or the
+        call runs cuDNN convolutions, which PyTorch's reproducibility notes
+        declare nondeterministic unless ``torch.backends.cudnn.deterministic``.
+        """
+        if self.case.device.startswith("cuda") and any("conv" in name for name in self.facts.names):
+            return True
         previous = torch.are_deterministic_algorithms_enabled()
         previous_warn = torch.is_deterministic_algorithms_warn_only_enabled()
-        # raising, not warning: PyTorch warns once per op and process
-        torch.use_deterministic_algorithms(True, warn_only=False)
+        torch.use_deterministic_algorithms(True, warn_only=False)  # raising: a warning comes once per process
         try:
-            first = call.compute(self.refs.base, self.refs._copies())
-            second = call.compute(self.refs.base, self.refs._copies())
+            call.compute(self.refs.base, self.refs._copies())
         except RuntimeError as e:
             return "deterministic" in str(e)
         except Exception:
             return False
         finally:
             torch.use_deterministic_algorithms(previous, warn_only=previous_warn)
-        return _bits_agree(first, second)
+        return False
 
     @functools.cached_property
     def same_layout(self) -> Reference:
