@@ -75,10 +75,12 @@ class Evidence:
     def declared_nondeterministic(self) -> bool:
         """Whether PyTorch itself says this call may be nondeterministic.
 
-        It says so in one of two ways: under ``torch.use_deterministic_algorithms``
-        the call raises "does not have a deterministic implementation"; or the
-        call runs cuDNN convolutions, which PyTorch's reproducibility notes
+        It says so in one of three ways: under ``torch.use_deterministic_algorithms``
+        the call raises "does not have a deterministic implementation", or it
+        switches to a deterministic algorithm and gives the same bits twice; or
+        the call runs cuDNN convolutions, which PyTorch's reproducibility notes
         declare nondeterministic unless ``torch.backends.cudnn.deterministic``.
+        Only meaningful once the call has been seen to be nondeterministic.
         """
         if self.case.device.startswith("cuda") and any("conv" in name for name in self.facts.names):
             return True
@@ -86,14 +88,15 @@ class Evidence:
         previous_warn = torch.is_deterministic_algorithms_warn_only_enabled()
         torch.use_deterministic_algorithms(True, warn_only=False)  # raising: a warning comes once per process
         try:
-            call.compute(self.refs.base, self.refs._copies())
+            first = call.compute(self.refs.base, self.refs._copies())
+            second = call.compute(self.refs.base, self.refs._copies())
         except RuntimeError as e:
             return "deterministic" in str(e)
         except Exception:
             return False
         finally:
             torch.use_deterministic_algorithms(previous, warn_only=previous_warn)
-        return False
+        return _bits_agree(first, second)
 
     @functools.cached_property
     def same_layout(self) -> Reference:
