@@ -148,7 +148,10 @@ def describe(unit: Unit, config: SweepConfig, case_id: str):
                 shared[base] = References(call.prepare(base, functions["functional"], sample, reference_result=result, grad_seed=case.sample), getattr(torch, case.dtype), seed=case.sample)
             return shared[base]
 
-        prepared, _ = _prepare(case, functions[case.variant], sample, references)
+        # the case's own references are not needed, and may be what crashes: only the
+        # functional result, which shapes out= tensors and output gradients
+        result = references(_functional(case)).contiguous.value if case.variant in ("out", "backward") else None
+        prepared = call.prepare(case, functions[case.variant], sample, reference_result=result, grad_seed=case.sample)
         ran = call.Ran(before=call.snapshot(prepared.tensors), meta={p: call.metadata(t) for p, t in prepared.tensors.items()})
         return call.call_spec(prepared, ran, opinfo.public_name(entry, case.variant))
 
