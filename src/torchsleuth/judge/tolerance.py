@@ -71,7 +71,7 @@ import torch
 
 from ..dtypes import unit_roundoff
 
-SLACK = 4.0
+SLACK = 8.0
 SCALE_ULPS = 16.0
 CUDNN_FACTOR = 4.0
 JUMP_RATIO = 64.0
