@@ -35,7 +35,7 @@ from . import compare as cmp
 from . import contracts
 from .context import Context
 from .records import Outcome
-from .tolerance import DEVICE_FACTOR
+from .tolerance import DEVICE_FACTOR, PRECISION_MARGIN, Tolerance
 
 
 def judge(ev: Evidence, *, override: tuple[float, float] | None = None, seconds: float = 0.0) -> Outcome:
@@ -112,9 +112,13 @@ def precision(ctx: Context) -> None:
         ctx.notes.append(f"{', '.join(zeros)} is zero in float64 (a structural zero): its rounding noise is not judged")
         actual = [(p, v) for p, v in actual if p not in zeros]
         expected = [(p, v) for p, v in expected if p not in zeros]
+    def tolerance(dtype):
+        base = ctx.tolerance(dtype)
+        return Tolerance(atol=PRECISION_MARGIN * base.atol, rtol=PRECISION_MARGIN * base.rtol)
+
     for jumps in (False, True):
-        slack = ctx.slack(1.0, jumps=jumps) or {}
-        found = ctx.canonical(cmp.compare(actual, expected, tolerance=ctx.tolerance, slack=slack), actual, expected, slack)
+        slack = {p: PRECISION_MARGIN * s for p, s in (ctx.slack(1.0, jumps=jumps) or {}).items()}
+        found = ctx.canonical(cmp.compare(actual, expected, tolerance=tolerance, slack=slack), actual, expected, slack)
         if not found:
             return
     if found:
