@@ -26,10 +26,12 @@ class SweepConfig:
     threads: int = 1  # intra-op threads in each worker
     # modules or .py files every worker imports first (custom kernels, backends)
     imports: tuple[str, ...] = ()
+    # shrink every finding and diagnose every group after the sweep (--no-shrink)
+    shrink: bool = True
 
     def key(self) -> str:
         """Identifies what is swept (not how fast): a rerun with the same key resumes."""
         fields = asdict(self)
-        for how in ("workers", "timeout", "threads"):
+        for how in ("workers", "timeout", "threads", "shrink"):
             fields.pop(how)
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]

@@ -14,6 +14,7 @@ flight if the worker dies or stops answering.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 import warnings
 from typing import Iterator
@@ -28,7 +29,7 @@ from .config import SweepConfig
 from .judge.isolation import isolation_outcome
 from .judge.oracles import judge, one_line
 from .judge.records import Outcome
-from .run import call, tree
+from .run import call, edits, tree
 from .run.evidence import Evidence
 from .run.facts import STORAGE_DEFINED
 from .run.facts import facts as read_facts
@@ -74,7 +75,8 @@ def _chosen(samples: list, count: int) -> list[int]:
     return [affordable[i] for i in spread(len(affordable), count)]
 
 
-def _run_sample(unit, config, entry, functions, variants, sample, index, override, skip, only) -> Iterator[Event]:
+def _reference_maker(functions: dict, sample, dtype: str):
+    """``references(case)``: the references of a sample's cases, each base case made once."""
     shared: dict[Case, References] = {}
 
     def references(case: Case) -> References:
@@ -84,12 +86,17 @@ def _run_sample(unit, config, entry, functions, variants, sample, index, overrid
                 result = None
                 if base.variant == "backward":
                     result = references(_functional(base)).contiguous.value
-                prepared = call.prepare(base, functions["functional"], sample, reference_result=result, grad_seed=index)
-                shared[base] = References(prepared, getattr(torch, unit.dtype), seed=index)
+                prepared = call.prepare(base, functions["functional"], sample, reference_result=result, grad_seed=base.sample)
+                shared[base] = References(prepared, getattr(torch, dtype), seed=base.sample)
             except Exception as e:
                 raise _NoReference(e) from None
         return shared[base]
 
+    return references
+
+
+def _run_sample(unit, config, entry, functions, variants, sample, index, override, skip, only) -> Iterator[Event]:
+    references = _reference_maker(functions, sample, unit.dtype)
     inputs = tree.call_leaves(*call.sample_call(sample, "cpu"))
     for variant in variants:
         try:
@@ -138,15 +145,8 @@ def describe(unit: Unit, config: SweepConfig, case_id: str):
     functions = opinfo.functions(entry)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sample = opinfo.samples(entry, getattr(torch, case.dtype))[case.sample]
-        shared: dict[Case, References] = {}
-
-        def references(c: Case) -> References:
-            base = base_case(c)
-            if base not in shared:
-                result = references(_functional(base)).contiguous.value if base.variant == "backward" else None
-                shared[base] = References(call.prepare(base, functions["functional"], sample, reference_result=result, grad_seed=case.sample), getattr(torch, case.dtype), seed=case.sample)
-            return shared[base]
+        sample = edits.apply(opinfo.samples(entry, getattr(torch, case.dtype))[case.sample], case.edits)
+        references = _reference_maker(functions, sample, case.dtype)
 
         # the case's own references are not needed, and may be what crashes: only the
         # functional result, which shapes out= tensors and output gradients
@@ -154,6 +154,43 @@ def describe(unit: Unit, config: SweepConfig, case_id: str):
         prepared = call.prepare(case, functions[case.variant], sample, reference_result=result, grad_seed=case.sample)
         ran = call.Ran(before=call.snapshot(prepared.tensors), meta={p: call.metadata(t) for p, t in prepared.tensors.items()})
         return call.call_spec(prepared, ran, opinfo.public_name(entry, case.variant))
+
+
+def run_case(case: Case) -> Outcome:
+    """One case, whatever its layouts and edits: the shrinker's and the diagnosis's replays.
+
+    Made from scratch (its own references), so a replay shares nothing with
+    the run that found the case.
+    """
+    entry = opinfo.get(case.op)
+    functions = opinfo.functions(entry)
+    dtype = getattr(torch, case.dtype)
+    device_type = torch.device(case.device).type
+    if case.variant not in functions or dtype not in opinfo.dtypes(entry, device_type, backward=case.variant == "backward"):
+        return Outcome(case=case, status="skip", reason=f"{case.op} has no {case.variant} variant in {case.dtype} on {device_type}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        samples = _samples(case.op, case.dtype)
+        if case.sample >= len(samples):
+            return Outcome(case=case, status="skip", reason=f"{case.op} has {len(samples)} samples in {case.dtype}")
+        try:
+            sample = edits.apply(samples[case.sample], case.edits)
+            return _run_case(case, entry, functions[case.variant], sample, _reference_maker(functions, sample, case.dtype),
+                             opinfo.tolerance_override(entry, device_type, dtype))
+        except Exception as e:
+            return Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")
+
+
+def samples_of(op: str, dtype: str) -> list:
+    """The op's samples in ``dtype`` (cached: the shrinker asks for them again and again)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _samples(op, dtype)
+
+
+@functools.lru_cache(maxsize=4)
+def _samples(op: str, dtype: str) -> list:
+    return opinfo.samples(opinfo.get(op), getattr(torch, dtype))
 
 
 def _where(error: BaseException) -> str:
@@ -173,7 +210,7 @@ class _NoReference(Exception):
 
 def _functional(case: Case) -> Case:
     keep = tuple((p, l) for p, l in case.layouts if not p.startswith("grad_output"))
-    return Case(op=case.op, variant="functional", dtype=case.dtype, device=case.device, sample=case.sample, layouts=keep)
+    return dataclasses.replace(case, variant="functional", layouts=keep)
 
 
 def _planned_tensors(variant, inputs, references, unit, index):

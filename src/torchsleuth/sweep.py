@@ -6,7 +6,8 @@ units not yet finished to the worker pool. Each worker runs
 ``engine.run_unit`` (cases -> run -> judge) and streams outcomes back; the
 parent stores them and tells the progress display. A worker that dies or
 hangs becomes a ``crash`` or ``hang`` finding for the case it was running,
-and the pool carries on. With ``workers=0`` everything runs in this process:
+and the pool carries on. Then the shrink stage (shrink.stage) minimises
+every finding and diagnoses every group, in the same pool. With ``workers=0`` everything runs in this process:
 no isolation, but kernels registered in this process (``torch.library``)
 are seen, which is what tests and ``torchsleuth.check`` want.
 """
@@ -27,7 +28,11 @@ from .config import SweepConfig
 from .engine import describe, run_unit
 from .judge.isolation import isolation_outcome
 from .judge.records import Finding, Outcome
+from .report import groups as grouping
+from .report.groups import Group
 from .run.pool import Callbacks, Pool
+from .shrink import stage
+from .shrink.records import Shrunk
 from .store.sqlite import RunInfo, Store
 
 
@@ -53,8 +58,16 @@ class SweepResult:
     reasons: dict[str, dict[str, int]]  # status -> reason -> count, for skip, raised, error
     failed_units: tuple[tuple[str, str], ...]
     notes: tuple[tuple[str, str], ...]  # (kind, detail): worker deaths not reproduced alone
-    findings: tuple[Finding, ...]
+    findings: tuple[Finding, ...]  # as found (flaky ones left out); reported() gives the shrunk version
     seconds: float  # wall time of this run, over every resumption
+    groups: tuple[Group, ...] = ()
+    shrunk: dict[str, Shrunk] = field(default_factory=dict)  # finding id -> its shrinking
+    flaky: tuple[Finding, ...] = ()  # findings that did not recur on replay: not reported as bugs
+
+    def reported(self, finding: Finding) -> Finding:
+        """The finding as reported: shrunk when it was (its repro is written from this)."""
+        shrunk = self.shrunk.get(finding.id)
+        return finding if shrunk is None else shrunk.reported(finding)
 
     @property
     def cases(self) -> int:
@@ -91,6 +104,8 @@ def sweep(config: SweepConfig, *, db: str, progress: Progress | None = None) -> 
         started = time.monotonic()
         try:
             _execute(config, store, run, todo, progress)
+            if config.shrink:
+                _shrink(config, store, run.id, progress)
         finally:
             store.add_seconds(run.id, time.monotonic() - started)
             store.commit()
@@ -138,11 +153,23 @@ def _execute(config: SweepConfig, store: Store, run: RunInfo, todo: list[Unit], 
     ))
 
 
+def _shrink(config: SweepConfig, store: Store, run_id: int, progress: Progress) -> None:
+    """The shrink stage: minimise every finding, then diagnose every group (shrink.stage)."""
+    step = getattr(progress, "step", None)
+    stage.shrink_findings(config, store, run_id, step=step)
+    findings, groups = grouping.of_run(store, run_id)
+    stage.diagnose_groups(config, store, run_id, groups, findings, step=step)
+
+
 def result(store: Store, run_id: int, *, resumed: bool = False) -> SweepResult:
     run = store.run(run_id)
     statuses = dict(store.status_counts(run_id))
     reasons = {status: dict(store.reasons(run_id, status)) for status in ("skip", "raised", "error") if statuses.get(status)}
+    shrunk = store.shrunk(run_id)
+    findings, groups = grouping.of_run(store, run_id)
     return SweepResult(
         run=run, resumed=resumed, statuses=statuses, reasons=reasons,
-        failed_units=tuple(store.failed_units(run_id)), notes=tuple(store.notes(run_id)), findings=tuple(store.findings(run_id)), seconds=run.seconds,
+        failed_units=tuple(store.failed_units(run_id)), notes=tuple(store.notes(run_id)), findings=tuple(findings), seconds=run.seconds,
+        groups=tuple(groups), shrunk=shrunk,
+        flaky=tuple(f for f in store.findings(run_id) if f.id in shrunk and shrunk[f.id].status == "flaky"),
     )

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 # How the op is called. "backward" calls the functional variant and then
 # autograd on its output.
 VARIANTS = ("functional", "method", "inplace", "out", "backward")
+# How a variant reads after the op's name: "addcmul_ (in-place)".
+VARIANT_WORDS = {"functional": "", "method": " (method)", "inplace": " (in-place)", "out": " (out=)", "backward": " backward"}
 
 # Memory layouts, each a pure transform of one tensor (see cases/layouts.py).
 LAYOUTS = (
@@ -66,18 +68,23 @@ class Case:
     # (argument path, layout) for every argument that is not contiguous;
     # sorted by path. Empty means every tensor is contiguous.
     layouts: tuple[tuple[str, str], ...] = ()
+    # Edits of the sample's sizes and values (cases/edits.py), made by the
+    # shrinker; empty for every case a sweep plans.
+    edits: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
         placed = ",".join(f"{path}={layout}" for path, layout in self.layouts) or "contiguous"
-        return f"{self.op}|{self.variant}|{self.dtype}|{self.device}|s{self.sample}|{placed}"
+        edited = "|" + ";".join(self.edits) if self.edits else ""
+        return f"{self.op}|{self.variant}|{self.dtype}|{self.device}|s{self.sample}|{placed}{edited}"
 
     @classmethod
     def parse(cls, case_id: str) -> "Case":
         """The case an id names (the inverse of ``Case.id``)."""
-        op, variant, dtype, device, sample, placed = case_id.split("|")
+        op, variant, dtype, device, sample, placed, *edited = case_id.split("|")
         layouts = () if placed == "contiguous" else tuple(tuple(part.split("=", 1)) for part in placed.split(","))
-        return cls(op=op, variant=variant, dtype=dtype, device=device, sample=int(sample.removeprefix("s")), layouts=layouts)
+        edits = tuple(edited[0].split(";")) if edited else ()
+        return cls(op=op, variant=variant, dtype=dtype, device=device, sample=int(sample.removeprefix("s")), layouts=layouts, edits=edits)
 
     @property
     def unit(self) -> Unit:

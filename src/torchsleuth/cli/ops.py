@@ -29,6 +29,7 @@ examples:
   torchsleuth ops                                  # the whole catalog on the CPU
   torchsleuth ops --ops 'add*,softmax' --dtypes float32,bfloat16
   torchsleuth ops --device cuda --json findings.json
+  torchsleuth ops --junit results.xml              # for CI: a test case per op, variant and dtype
   torchsleuth ops --import my_kernels.py --ops my_op   # your own kernels, registered by torch.library
 """
 
@@ -63,6 +64,8 @@ def add_parser(commands) -> None:
     p.add_argument("--db", metavar="PATH", help="SQLite file of runs, outcomes and findings (default DIR/runs.db); "
                    "rerunning the same command resumes an unfinished run")
     p.add_argument("--json", metavar="PATH", help="write the findings file (DESIGN.md's schema) to PATH")
+    p.add_argument("--junit", metavar="PATH", help="write JUnit XML for CI to PATH: a suite per op, a test case per "
+                   "variant and dtype, failing with its findings; `torchsleuth report` writes it from a stored run too")
     p.add_argument("--list", action="store_true", help="list the ops that --ops selects, with variants and dtypes, and exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
     p.set_defaults(run=run)
@@ -108,7 +111,7 @@ def run(args) -> int:
         command="ops", device=device, ops=ops, dtypes=dtypes, layouts=layouts_, variants=variants,
         samples=args.samples, workers=args.workers, timeout=args.timeout, imports=imports,
     )
-    return finish(config, out=Path(args.out), db=args.db, json_path=args.json, progress=not args.no_progress)
+    return finish(config, out=Path(args.out), db=args.db, json_path=args.json, progress=not args.no_progress, junit_path=args.junit)
 
 
 def _imports(names: list[str]) -> tuple[str, ...]:
@@ -129,12 +132,19 @@ def _imports(names: list[str]) -> tuple[str, ...]:
     return tuple(resolved)
 
 
-def writable_outputs(out: Path, json_path: str | None) -> None:
+def writable_outputs(out: Path, json_path: str | None, junit_path: str | None = None) -> None:
     """Refuse, before any work and without creating anything, output paths that cannot be written."""
     if not _creatable_dir(out):
         raise UsageError(f"cannot write to --out {str(out)!r}: give a writable directory (it is made if missing)")
-    if json_path and (Path(json_path).is_dir() or not _creatable_dir(Path(json_path).resolve().parent)):
-        raise UsageError(f"cannot write the --json file {json_path!r}: not a writable file path")
+    for flag, path in (("--json", json_path), ("--junit", junit_path)):
+        if path:
+            writable_file(path, flag)
+
+
+def writable_file(path: str | Path, flag: str) -> None:
+    """Refuse a file path that cannot be written (a folder, or under a regular file or a read-only folder)."""
+    if Path(path).is_dir() or not _creatable_dir(Path(path).resolve().parent):
+        raise UsageError(f"cannot write the {flag} file {str(path)!r}: not a writable file path")
 
 
 def _creatable_dir(path: Path) -> bool:
@@ -145,19 +155,35 @@ def _creatable_dir(path: Path) -> bool:
     return path.is_dir() and os.access(path, os.W_OK)
 
 
-def finish(config, *, out: Path, db: str | None, json_path: str | None, progress: bool) -> int:
+def finish(config, *, out: Path, db: str | None, json_path: str | None, progress: bool, junit_path: str | None = None) -> int:
     """Run the sweep, write what it found, print the summary; the exit status."""
     from ..report import terminal
     from ..report.outputs import write_outputs
     from ..sweep import sweep
 
-    writable_outputs(out, json_path)
+    writable_outputs(out, json_path, junit_path)
     db = db or str(out / "runs.db")
     result = sweep(config, db=db, progress=terminal.TerminalProgress(enabled=progress))
     groups, written = write_outputs(result, out=out, json_path=json_path)
+    if junit_path:
+        _write_junit(junit_path, result, groups, db)
+        written["junit"] = junit_path
     written["database"] = f"{db} (run {result.run.id})"
     terminal.summary(result, groups=groups, written=written)
     return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
+
+
+def _write_junit(path: str, result, groups, db: str) -> None:
+    from ..report import junit, view
+    from ..store.sqlite import Store
+
+    # the test cases list every case, which only the store holds (the result has counts)
+    store = Store(db)
+    try:
+        rows = store.outcome_rows(result.run.id)
+    finally:
+        store.close()
+    junit.write(path, view.build(result, groups), view.tallies(rows))
 
 
 def _list(ops, device: str) -> int:

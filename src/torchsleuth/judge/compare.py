@@ -71,7 +71,18 @@ def dense(value: Any) -> Any:
     return value
 
 
+def readable(t: torch.Tensor) -> bool:
+    """Whether ``t``'s storage can be read: a kernel that corrupts an out= tensor can leave it invalid."""
+    try:
+        t.untyped_storage().data_ptr()
+        return True
+    except RuntimeError:
+        return False
+
+
 def _tensors(path, a: torch.Tensor, e: torch.Tensor, *, tolerance, slack, check_dtype, bitwise) -> Mismatch | None:
+    if not readable(a):
+        return Mismatch(path=path, attribute="storage", expected="a readable storage", actual="a storage whose data pointer is invalid")
     if a.shape != e.shape:
         return Mismatch(path=path, attribute="shape", expected=str(list(e.shape)), actual=str(list(a.shape)))
     if check_dtype and a.dtype != e.dtype:

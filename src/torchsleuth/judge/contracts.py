@@ -1,5 +1,7 @@
 """Contracts: what must hold of a call whatever its values are.
 
+* readable: every tensor of the result has a storage that can be read (a
+  kernel that corrupts its out= tensor can leave it invalid);
 * storage: nothing outside a view changes (``out_of_view_write``), and a
   tensor the call may only read keeps its values (``input_mutated``) unless
   an op's schema declares it written;
@@ -24,6 +26,18 @@ from . import compare as cmp
 from . import random as random_oracle
 from .context import Context, bits_equal, changed, renamed
 from .records import Mismatch
+
+
+def unreadable(ctx: Context) -> bool:
+    """A result whose storage cannot be read (a kernel that corrupted it); nothing else can be judged then."""
+    for path, t in cmp.flatten(ctx.ev.ran.result):
+        if isinstance(t, torch.Tensor) and not cmp.readable(t):
+            kind = "out_ignored" if ctx.case.variant == "out" else "mismatch"
+            ctx.report(
+                kind, "contract", f"{ctx.name()} returns {path} with a storage whose data pointer is invalid",
+                Mismatch(path=path, attribute="storage", expected="a readable storage", actual="an invalid storage"),
+            )
+    return bool(ctx.findings)
 
 
 def storage(ctx: Context) -> None:

@@ -45,6 +45,8 @@ def judge(ev: Evidence, *, override: tuple[float, float] | None = None, seconds:
     if not ev.refs.contiguous.ok:
         return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(ev.refs.contiguous.error), seconds=seconds)
     ctx = Context(ev, override)
+    if contracts.unreadable(ctx):
+        return Outcome(case=case, status="finding", findings=tuple(ctx.findings), seconds=seconds)
     contracts.storage(ctx)
     if case.variant == "inplace":
         contracts.inplace(ctx)

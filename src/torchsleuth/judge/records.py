@@ -23,6 +23,22 @@ KINDS = (
     "invariant",
 )
 
+# What each kind says about the op, in a sentence: "addcmul_ drops its writes".
+KIND_WORDS = {
+    "mismatch": "gives wrong values",
+    "dropped_write": "drops its writes",
+    "out_ignored": "ignores its out= tensor",
+    "input_mutated": "changes an input it should only read",
+    "out_of_view_write": "writes outside the view",
+    "random_coverage": "leaves elements undrawn or draws impossible values",
+    "nondeterministic": "is nondeterministic",
+    "gradient_mismatch": "gives wrong gradients",
+    "sharding_mismatch": "gives wrong results under sharding",
+    "crash": "crashes",
+    "hang": "hangs",
+    "invariant": "breaks an invariant",
+}
+
 # What a finding was judged against.
 REFERENCES = ("layout", "device", "precision", "contract", "determinism", "isolation")
 
@@ -72,6 +88,22 @@ class Finding:
     mismatch: Mismatch | None = None
     call: CallSpec | None = None
     detail: str = ""  # what else the oracle knows (a crash's signal, a hang's timeout)
+
+    @property
+    def name(self) -> str:
+        """The op as a person names it: the aten op, with the catalog name when that is another.
+
+        ``addcmul_``, ``linalg_lu``; ``fft.ihfft2 (aten.conj_physical)`` when the
+        failing kernel is one a composite op reaches.
+        """
+        parts = self.op.split(".")
+        if len(parts) < 3 or parts[0] != "aten":
+            return self.opinfo
+        aten = parts[1]
+        plain = self.opinfo.split(".")[-1]
+        if aten.strip("_").removesuffix("_") in self.opinfo.replace(".", "_") or plain.strip("_") in aten:
+            return aten
+        return f"{self.opinfo} (aten.{aten})"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

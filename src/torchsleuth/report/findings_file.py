@@ -40,12 +40,14 @@ def write(
     findings: Iterable[Finding],
     groups: Iterable[Group],
     repro_paths: Mapping[str, str | Path],
+    found_as: Mapping[str, str] | None = None,
+    flaky: Iterable[Finding] = (),
 ) -> Path:
     """Writes the findings file to ``path``; returns the path."""
     path = Path(path)
     data = document(
         command=command, device=device, torch_version=torch_version, cases=cases, seconds=seconds,
-        findings=findings, groups=groups, repro_paths=repro_paths, base=path.parent,
+        findings=findings, groups=groups, repro_paths=repro_paths, base=path.parent, found_as=found_as, flaky=flaky,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -65,9 +67,16 @@ def document(
     groups: Iterable[Group],
     repro_paths: Mapping[str, str | Path],
     base: str | Path | None = None,
+    found_as: Mapping[str, str] | None = None,
+    flaky: Iterable[Finding] = (),
 ) -> dict[str, Any]:
-    """The findings file as a JSON-ready dict; repro paths made relative to ``base``."""
+    """The findings file as a JSON-ready dict; repro paths made relative to ``base``.
+
+    ``findings`` are as reported (shrunk where they were); ``found_as`` maps a
+    finding's id to the case the sweep found it in, when that differs.
+    """
     groups = list(groups)
+    found_as = found_as or {}
     group_of = {finding_id: g.id for g in groups for finding_id in g.findings}
     return {
         "tool": "torchsleuth",
@@ -77,8 +86,13 @@ def document(
         "device": device,
         "cases": int(cases),
         "seconds": _number(seconds),
-        "findings": [_finding(f, group_of.get(f.id), _repro(repro_paths.get(f.id), base)) for f in findings],
-        "groups": [{"id": g.id, "summary": g.summary, "findings": list(g.findings)} for g in groups],
+        "findings": [
+            dict(_finding(f, group_of.get(f.id), _repro(repro_paths.get(f.id), base)), found_as=found_as.get(f.id, f.case_id))
+            for f in findings
+        ],
+        "groups": [{"id": g.id, "summary": g.summary, "diagnosis": g.diagnosis or None, "findings": list(g.findings)} for g in groups],
+        # findings that did not recur when replayed: not bugs, listed so nothing is hidden
+        "flaky": [{"id": f.id, "op": f.op, "kind": f.kind, "case_id": f.case_id, "summary": f.summary} for f in flaky],
     }
 
 

@@ -1,43 +1,47 @@
-"""Grouping findings that are most likely one bug, so a report lists bugs, not cases.
+"""Grouping findings by root cause, so a report lists bugs, not cases.
 
-Design note. A first cut: findings are grouped by what a kernel developer
-would call the same bug: the same aten overload, variant, kind and reference,
-on the same set of layouts (the layout names in the finding's case, whichever
-arguments carry them). So the four cases of a dropped write on a transposed
-``self`` (self alone, with transposed tensor1 and tensor2, in two samples)
-are one group, while the same op on a strided ``self`` is another: a fix for
-one layout does not always fix the other. dtype and sample are left out of
-the key, because one kernel bug usually shows in every dtype it handles.
+Design note. Findings are grouped by their root-cause signature: the aten
+overload, variant, kind and reference, and the arguments that trigger the
+failure with the class of property each has (its strides, a storage offset,
+stride 0, emptiness). The triggers come from the finding's shrunk case
+(shrink stage), which keeps only the non-contiguous arguments the failure
+needs: so a dropped write on a transposed ``self`` and one on a strided
+``self`` with transposed ``tensor1`` are one group ("self's strides"), while
+the same op at a storage offset is another (a fix for one rarely fixes the
+other). A finding that was not shrunk is keyed by every layout of its case.
+dtype and sample are left out of the key: one kernel bug usually shows in
+every dtype it handles.
 
-A group's id is a hash of its key, so it is stable across runs and reruns
-(a report diffed against an older one keeps its group ids); groups are listed
-in the order of their first finding.
+A group's id is a hash of its key, so it is stable across runs, reruns and
+devices (``torchsleuth diff`` matches groups by id); groups are listed in the
+order of their first finding. A group's ``diagnosis`` is the sentence the
+shrink stage's neighbour tests wrote for it, when there is one.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping
 
-from ..judge.records import Finding
+from ..cases.records import VARIANT_WORDS, Case
+from ..judge.records import KIND_WORDS, Finding
+from ..shrink.records import Diagnosis, Shrunk
 
-# What each kind of finding says about the op, for a group's summary.
-_WHAT = {
-    "mismatch": "gives wrong values",
-    "dropped_write": "drops its writes",
-    "out_ignored": "ignores its out= tensor",
-    "input_mutated": "changes an input it should only read",
-    "out_of_view_write": "writes outside the view",
-    "random_coverage": "leaves elements undrawn or draws impossible values",
-    "nondeterministic": "is nondeterministic",
-    "gradient_mismatch": "gives wrong gradients",
-    "sharding_mismatch": "gives wrong results under sharding",
-    "crash": "crashes",
-    "hang": "hangs",
-    "invariant": "breaks an invariant",
+# The property a layout gives an argument, for the key: layouts of one class
+# usually reach the same wrong code path (a kernel that assumes contiguity).
+PROPERTY_CLASS = {
+    "transposed": "strides",
+    "permuted": "strides",
+    "strided": "strides",
+    "channels_last": "strides",
+    "channels_last_3d": "strides",
+    "size1_strides": "strides",
+    "offset": "offset",
+    "expanded": "stride 0",
+    "empty": "empty",
 }
-_VARIANT = {"functional": "", "method": " (method)", "inplace": " (in-place)", "out": " (out=)", "backward": " backward"}
+_CLASS_WORDS = {"strides": "non-contiguous", "offset": "offset", "stride 0": "expanded", "empty": "empty"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -45,37 +49,64 @@ class Group:
     id: str  # "g-" + a short hash of the key
     summary: str  # one sentence
     findings: tuple[str, ...]  # finding ids, in the order they were given
+    # one sentence naming the trigger, found by testing the neighbours of a
+    # shrunk finding (shrink.diagnose); empty when not diagnosed
+    diagnosis: str = ""
 
 
-def key(finding: Finding) -> tuple[str, str, str, str, tuple[str, ...]]:
+def triggers(finding: Finding, shrunk: Shrunk | None = None) -> tuple[tuple[str, str], ...]:
+    """(argument, property class) of each layout the failure needs, by the shrunk case when there is one."""
+    case_id = shrunk.case_id if shrunk is not None and shrunk.status == "shrunk" else finding.case_id
+    return tuple(sorted({(path, PROPERTY_CLASS.get(layout, layout)) for path, layout in Case.parse(case_id).layouts}))
+
+
+def key(finding: Finding, shrunk: Shrunk | None = None) -> tuple:
     """What makes two findings the same bug (see the design note)."""
-    layouts = tuple(sorted({layout for _, layout in finding.layouts}))
-    return (finding.op, finding.variant, finding.kind, finding.reference, layouts)
+    return (finding.op, finding.variant, finding.kind, finding.reference, triggers(finding, shrunk))
 
 
-def group(findings: Iterable[Finding]) -> list[Group]:
+def _name_of(found: list[Finding]) -> str:
+    return found[0].name
+
+
+def group_id(finding: Finding, shrunk: Shrunk | None = None) -> str:
+    return "g-" + hashlib.sha256(repr(key(finding, shrunk)).encode()).hexdigest()[:8]
+
+
+def group(findings: Iterable[Finding], shrunk: Mapping[str, Shrunk] | None = None,
+          diagnoses: Mapping[str, Diagnosis] | None = None) -> list[Group]:
+    shrunk, diagnoses = shrunk or {}, diagnoses or {}
     members: dict[tuple, list[Finding]] = {}
     for finding in findings:
-        same = members.setdefault(key(finding), [])
+        same = members.setdefault(key(finding, shrunk.get(finding.id)), [])
         if all(f.id != finding.id for f in same):
             same.append(finding)
-    return [
-        Group(id=_group_id(k), summary=_summary(k, found), findings=tuple(f.id for f in found))
-        for k, found in members.items()
-    ]
+    found = []
+    for k, members_of in members.items():
+        gid = "g-" + hashlib.sha256(repr(k).encode()).hexdigest()[:8]
+        diagnosis = diagnoses.get(gid)
+        found.append(Group(id=gid, summary=_summary(k, members_of), findings=tuple(f.id for f in members_of),
+                           diagnosis=diagnosis.sentence if diagnosis else ""))
+    return found
 
 
-def _group_id(k: tuple) -> str:
-    return "g-" + hashlib.sha256(repr(k).encode()).hexdigest()[:8]
+def of_run(store, run_id: int) -> tuple[list[Finding], list[Group]]:
+    """A stored run's findings (flaky ones left out) and their groups with diagnoses."""
+    shrunk = store.shrunk(run_id)
+    findings = [f for f in store.findings(run_id) if _reported(shrunk.get(f.id))]
+    return findings, group(findings, shrunk, store.diagnoses(run_id))
+
+
+def _reported(shrunk: Shrunk | None) -> bool:
+    return shrunk is None or shrunk.status != "flaky"
 
 
 def _summary(k: tuple, found: list[Finding]) -> str:
-    op, variant, kind, reference, layouts = k
-    parts = op.split(".")
-    name = parts[1] if len(parts) >= 3 and parts[0] == "aten" else op
-    where = " or ".join(layouts) + " arguments" if layouts else "contiguous arguments"
+    op, variant, kind, reference, trigger = k
+    name = _name_of(found)
+    where = " and ".join(f"{_CLASS_WORDS.get(c, c)} {path}" for path, c in trigger) if trigger else "contiguous arguments"
     dtypes = ", ".join(sorted({f.dtype for f in found}))
     devices = ", ".join(sorted({f.device for f in found}))
     count = f"{len(found)} finding{'s' if len(found) != 1 else ''}"
-    what = _WHAT.get(kind, f"shows {kind}")
-    return f"{name}{_VARIANT.get(variant, f' ({variant})')} {what} on {where} ({reference} reference): {count} in {dtypes} on {devices}."
+    what = KIND_WORDS.get(kind, f"shows {kind}")
+    return f"{name}{VARIANT_WORDS.get(variant, f' ({variant})')} {what} on {where} ({reference} reference): {count} in {dtypes} on {devices}."

@@ -1,13 +1,14 @@
 """The terminal: a progress bar while a sweep runs, one summary screen after it.
 
-Renders records only (outcomes, findings, the sweep result); never tensors.
-Output goes to stderr for progress and stdout for the summary, so that
-``--json -`` style piping and a progress bar do not mix.
+Renders records only (outcomes while sweeping; ``report.view``'s records, the
+same ones the HTML report shows, after it); never tensors. Output goes to
+stderr for progress and stdout for the summary, so that ``--json -`` style
+piping and a progress bar do not mix. Text from the run (reasons, notes,
+diagnoses) is printed as plain ``Text``, never as rich markup, so a reason
+holding ``[/]`` prints as it is.
 """
 
 from __future__ import annotations
-
-from collections import Counter
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -15,9 +16,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..judge.records import Outcome
+from . import view
 
 # How many rows of each table the summary shows before "... and N more".
 ROWS = 15
+_STATUS_STYLES = {"pass": "green", "finding": "bold red", "raised": "yellow", "skip": "dim", "error": "bold magenta"}
 
 
 class TerminalProgress:
@@ -69,60 +72,50 @@ class TerminalProgress:
 
 def summary(result, *, console: Console | None = None, groups=None, written: dict[str, str] | None = None) -> None:
     """The one screen after a sweep: counts, findings by group, what was skipped and why."""
+    render(view.build(result, groups), console=console, written=written)
+
+
+def render(report: view.ReportView, *, console: Console | None = None, written: dict[str, str] | None = None) -> None:
+    """``report`` on one screen; the HTML report shows the same records in full."""
     console = console or Console()
-    run = result.run
-    statuses = Counter(result.statuses)
+    run = report.run
     line = Text()
     line.append(f"run {run.id}", style="bold")
-    line.append(f"  {run.command} on {run.device}, torch {run.torch}: {result.cases} cases in {result.seconds:.1f} s  ")
-    for status, style in (("pass", "green"), ("finding", "bold red"), ("raised", "yellow"), ("skip", "dim"), ("error", "bold magenta")):
-        if statuses.get(status):
-            line.append(f"{statuses[status]} {status}  ", style=style)
+    line.append(f"  {run.command} on {run.device}, torch {run.torch}: {run.cases} cases in {run.seconds:.1f} s  ")
+    for status, count in run.statuses:
+        line.append(f"{count} {status}  ", style=_STATUS_STYLES.get(status, ""))
     console.print(line)
 
-    if result.findings:
-        table = Table(title=f"{len(result.findings)} findings", title_justify="left", show_lines=False)
+    if report.groups:
+        table = Table(title=f"{report.findings} findings", title_justify="left", show_lines=False)
         for column in ("group", "op", "kind", "variant", "dtype", "where", "n", "example"):
             table.add_column(column, overflow="fold")
-        rows = groups if groups is not None else _ad_hoc_groups(result.findings)
-        by_id = {f.id: f for f in result.findings}
-        for group in rows[:ROWS]:
-            first = by_id[group.findings[0]]
-            where = ", ".join(sorted({layout for f in (by_id[i] for i in group.findings) for _, layout in f.layouts})) or "contiguous"
-            table.add_row(group.id, first.op, first.kind, first.variant, first.dtype, where, str(len(group.findings)), first.id)
+        for group in report.groups[:ROWS]:
+            cells = (group.id, group.op, group.kind, group.variant, ", ".join(group.dtypes), ", ".join(group.layouts), str(len(group.findings)), group.example)
+            table.add_row(*map(Text, cells))
         console.print(table)
-        if len(rows) > ROWS:
-            console.print(f"... and {len(rows) - ROWS} more groups")
+        if len(report.groups) > ROWS:
+            console.print(f"... and {len(report.groups) - ROWS} more groups")
+        for group in report.groups[:ROWS]:
+            if group.diagnosis:
+                console.print(Text.assemble((f"{group.id} diagnosis: ", "bold"), group.diagnosis))
     else:
         console.print("[green]no findings[/]")
 
-    for status, title in (("error", "torchsleuth errors (bugs in torchsleuth; please report)"), ("skip", "not judged"), ("raised", "the op raised (loud, so not a silent bug)")):
-        reasons = result.reasons.get(status)
-        if not reasons:
-            continue
-        table = Table(title=title, title_justify="left")
+    for reasons in report.reasons:
+        table = Table(title=reasons.title, title_justify="left")
         table.add_column("cases", justify="right")
         table.add_column("reason", overflow="fold")
-        ordered = sorted(reasons.items(), key=lambda item: -item[1])
-        for reason, count in ordered[: ROWS if status != "raised" else 5]:
-            table.add_row(str(count), reason)
+        # raised reasons are many and tell little (the op refused loudly): a few are enough
+        for count, reason in reasons.rows[: ROWS if reasons.status != "raised" else 5]:
+            table.add_row(str(count), Text(reason))
         console.print(table)
-    for unit, detail in result.failed_units:
-        console.print(f"[bold magenta]unit {unit} could not run:[/] {detail}")
-    for kind, detail in result.notes:
-        console.print(f"[dim]note ({kind}): {detail}[/]")
+    if report.flaky:
+        count = len(report.flaky)
+        console.print(Text(f"{count} finding{'s' if count != 1 else ''} did not recur when replayed (flaky; not reported as bugs)", style="dim"))
+    for unit, detail in report.failed_units:
+        console.print(Text.assemble((f"unit {unit} could not run:", "bold magenta"), f" {detail}"))
+    for kind, detail in report.notes:
+        console.print(Text(f"note ({kind}): {detail}", style="dim"))
     for what, where in (written or {}).items():
         console.print(f"{what}: {where}")
-
-
-class _Group:
-    def __init__(self, key, findings):
-        self.id = key
-        self.findings = findings
-
-
-def _ad_hoc_groups(findings):
-    buckets: dict[tuple, list[str]] = {}
-    for f in findings:
-        buckets.setdefault((f.op, f.kind, f.variant), []).append(f.id)
-    return [_Group(f"{i + 1}", ids) for i, ids in enumerate(buckets.values())]

@@ -26,6 +26,7 @@ from ..cases.records import Unit
 from ..config import SweepConfig
 from ..errors import UsageError
 from ..judge.records import Finding, Outcome
+from ..shrink.records import Diagnosis, Shrunk
 from . import codec
 
 COMMIT_SECONDS = 1.0
@@ -75,6 +76,19 @@ CREATE TABLE IF NOT EXISTS findings (
     kind TEXT NOT NULL,
     record TEXT NOT NULL,
     PRIMARY KEY (run, id)
+);
+CREATE TABLE IF NOT EXISTS shrunk (
+    run INTEGER NOT NULL,
+    finding TEXT NOT NULL,
+    status TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (run, finding)
+);
+CREATE TABLE IF NOT EXISTS diagnoses (
+    run INTEGER NOT NULL,
+    grp TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (run, grp)
 );
 """
 
@@ -178,6 +192,28 @@ class Store:
         if time.monotonic() - self._last_commit > COMMIT_SECONDS:
             self.commit()
         return True
+
+    def add_shrunk(self, run_id: int, shrunk: Shrunk) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO shrunk (run, finding, status, record) VALUES (?, ?, ?, ?)",
+            (run_id, shrunk.finding, shrunk.status, json.dumps(codec.encode(shrunk))),
+        )
+        self.commit()
+
+    def shrunk(self, run_id: int) -> dict[str, Shrunk]:
+        rows = self.db.execute("SELECT finding, record FROM shrunk WHERE run = ?", (run_id,))
+        return {r[0]: codec.decode(Shrunk, json.loads(r[1])) for r in rows}
+
+    def add_diagnosis(self, run_id: int, diagnosis: Diagnosis) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO diagnoses (run, grp, record) VALUES (?, ?, ?)",
+            (run_id, diagnosis.group, json.dumps(codec.encode(diagnosis))),
+        )
+        self.commit()
+
+    def diagnoses(self, run_id: int) -> dict[str, Diagnosis]:
+        rows = self.db.execute("SELECT grp, record FROM diagnoses WHERE run = ?", (run_id,))
+        return {r[0]: codec.decode(Diagnosis, json.loads(r[1])) for r in rows}
 
     def note(self, run_id: int, kind: str, detail: str) -> None:
         """Something the user should hear of that is neither an outcome nor a finding."""

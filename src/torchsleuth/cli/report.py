@@ -1,0 +1,80 @@
+"""``torchsleuth report``: a stored run as one self-contained HTML page (and JUnit XML for CI)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import ExitCode
+from ..store.runs import DEFAULT_DB, FORMS
+
+EPILOG = f"""\
+RUN is {FORMS}
+(`torchsleuth runs` lists them). The run is read from the database as the
+sweep left it; nothing is rerun, so a report of a run on a GPU machine can be
+made anywhere the database is copied to (torch is needed for repro scripts).
+
+The page needs nothing but a browser (no network, no JavaScript): the run
+(command, device, torch, cases by status, why cases were not judged), every
+finding group with its diagnosis when the shrink stage made one, every
+finding in it with its mismatch and its repro script (folded; each needs
+only torch and exits 1 while the bug is present), and two heatmaps of the
+failing cases: op x layout and op x dtype.
+
+--junit writes the same run as JUnit XML for CI systems: a <testsuite> per
+op, a <testcase> per op, variant and dtype, failing with the findings in it
+(`torchsleuth ops --junit PATH` writes it straight after a sweep).
+
+exit status: 0 when the report was written (findings or not), 2 when RUN
+names no run or an output cannot be written.
+
+examples:
+  torchsleuth report latest                        # newest run in {DEFAULT_DB}; writes report-<id>.html beside it
+  torchsleuth report 3 --output run3.html          # run 3, to a file of your choice
+  torchsleuth report ci/runs.db:7 --junit results.xml
+  torchsleuth report gpu-box.db -o gpu.html        # the newest run of a copied database
+"""
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser(
+        "report", help="write a stored run as a self-contained HTML report (and JUnit XML)",
+        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("run_spec", metavar="RUN", help="the run: an id, 'latest', a database file, or FILE:ID")
+    p.add_argument("--db", metavar="PATH", default=None, help=f"the SQLite file a sweep wrote (default {DEFAULT_DB})")
+    p.add_argument("-o", "--output", metavar="FILE.html",
+                   help="where the HTML goes (default: report-<run id>.html next to the database)")
+    p.add_argument("--junit", metavar="FILE.xml", help="also write JUnit XML for CI to FILE.xml")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..report import html, junit, view
+    from ..store.runs import open_run
+    from ..sweep import result as stored_result
+    from .ops import writable_file
+
+    # the outputs first, so that a typo costs nothing; the default output's folder is the database's
+    if args.output:
+        writable_file(args.output, "--output")
+    if args.junit:
+        writable_file(args.junit, "--junit")
+    store, info = open_run(args.run_spec, args.db)
+    try:
+        # the findings the shrink stage did not find flaky, grouped, with its diagnoses
+        result = stored_result(store, info.id)
+        output = Path(args.output) if args.output else store.path.parent / f"report-{info.id}.html"
+        if not args.output:
+            writable_file(output, "--output")
+        report = view.build(result, repros=True)
+        tallies = view.tallies(store.outcome_rows(info.id)) if args.junit else ()
+    finally:
+        store.close()
+    html.write(output, report)
+    found = f"{report.findings} finding{'s' if report.findings != 1 else ''} in {len(report.groups)} group{'s' if len(report.groups) != 1 else ''}"
+    print(f"report of run {info.id} ({found}): {output}")
+    if args.junit:
+        junit.write(args.junit, report, tallies)
+        print(f"junit: {args.junit}")
+    return ExitCode.CLEAN

@@ -1,0 +1,70 @@
+"""``torchsleuth repro``: the standalone repro script of one stored finding."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import ExitCode, UsageError
+from ..store.runs import DEFAULT_DB, FORMS
+
+EPILOG = f"""\
+FINDING_ID is a finding's id as the sweep's summary, the findings file
+(--json) or `torchsleuth diff` shows it (f-3a9c0d1e2f). Ids are stable across
+runs; when several runs of the database have the finding, the newest one's is
+used. A mistyped or truncated id is answered with the closest ids stored.
+
+The script needs only torch: it rebuilds the exact tensors (shape, stride,
+storage offset, dtype, device, values), makes the call and its reference,
+prints both and the difference, and exits 1 while the bug is present, 0 once
+it is fixed, 2 when it cannot check (for example the call now raises). Paste
+it into a bug report, or run it against each torch build.
+
+Commands that take a RUN accept {FORMS}; `torchsleuth runs` lists them.
+
+examples:
+  torchsleuth repro f-3a9c0d1e2f                   # print it (database {DEFAULT_DB})
+  torchsleuth repro f-3a9c0d1e2f -o bug.py && python bug.py
+  torchsleuth repro f-3a9c0d1e2f --db ci/runs.db -o repros/   # writes repros/f-3a9c0d1e2f.py
+"""
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser(
+        "repro", help="print or write the standalone repro script of one finding",
+        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("finding_id", metavar="FINDING_ID", help="the finding's id, f-...")
+    p.add_argument("--db", metavar="PATH", default=DEFAULT_DB, help=f"the SQLite file a sweep wrote (default {DEFAULT_DB})")
+    p.add_argument("-o", "--output", metavar="PATH", help="write the script to PATH (a folder: PATH/FINDING_ID.py) instead of printing it")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..report.repro import script
+    from ..store.lookup import close_finding_ids, reported_finding
+    from ..store.runs import open_store
+
+    store = open_store(args.db)
+    try:
+        reported = reported_finding(store, args.finding_id)
+        if reported is None:
+            close = close_finding_ids(store, args.finding_id)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; the sweep's summary and `--json` file list the ids"
+            raise UsageError(f"no finding {args.finding_id.strip()!r} in {args.db}{hint}")
+    finally:
+        store.close()
+    finding = reported.finding
+    text = script(finding, torch_version=reported.run.torch)
+    if not args.output:
+        print(text, end="" if text.endswith("\n") else "\n")
+        return ExitCode.CLEAN
+    target = Path(args.output)
+    if target.is_dir():
+        target = target / f"{finding.id}.py"
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot write the script to {str(target)!r}: {e.strerror or e}") from None
+    print(f"repro of {finding.id} ({finding.op}, {finding.kind}; run {reported.run.id}) written to {target}; run it with `python {target}`")
+    return ExitCode.CLEAN

@@ -1,0 +1,101 @@
+"""Edits of a sample's sizes and values: the shrinker's moves, as pure transforms.
+
+Design note. A case names its sample by index; the shrinker makes it smaller
+by editing that sample, and the edits are part of the case (``cases.records.Case.edits``),
+so a shrunk case is replayed from its id like any other. Each edit is a
+short string:
+
+* ``size:S>K`` narrows every dimension of size ``S``, in every tensor of the
+  sample, to its first ``K`` entries. Dims of one size are edited together
+  because they usually must agree (a matrix product's inner dims, a
+  broadcast); an edit that breaks the op makes it raise, and the shrinker
+  then keeps the larger size.
+* ``values:PATH=zeros|ones|small`` replaces one tensor's values by zeros,
+  ones, or the small integers -2..2 in turn (0..4 for unsigned types,
+  False/True for bool).
+
+Edits apply in order to the sample made on the CPU, before any layout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ..errors import UsageError
+from . import tree
+from ..cases.opinfo import Sample
+
+VALUES = ("zeros", "ones", "small")
+
+
+def size(old: int, new: int) -> str:
+    return f"size:{old}>{new}"
+
+
+def values(path: str, kind: str) -> str:
+    return f"values:{path}={kind}"
+
+
+def apply(sample: Sample, edits: tuple[str, ...]) -> Sample:
+    """``sample`` with ``edits`` made, in order (the sample itself is not changed)."""
+    for edit in edits:
+        verb, _, rest = edit.partition(":")
+        if verb == "size":
+            old, new = (int(x) for x in rest.split(">"))
+            sample = _map(sample, lambda path, t: _narrow(t, old, new))
+        elif verb == "values":
+            target, kind = rest.rsplit("=", 1)
+            if kind not in VALUES:
+                raise UsageError(f"unknown value edit {kind!r} in {edit!r}; allowed: {', '.join(VALUES)}")
+            sample = _map(sample, lambda path, t: _simple(t, kind) if path == target else t)
+        else:
+            raise UsageError(f"unknown sample edit {edit!r}; allowed: size:S>K, values:PATH=KIND")
+    return sample
+
+
+def sizes(sample: Sample) -> list[int]:
+    """The distinct dimension sizes above 1 of the sample's tensors, largest first."""
+    found = {d for t in tensors(sample).values() for d in t.shape if d > 1}
+    return sorted(found, reverse=True)
+
+
+def paths(sample: Sample) -> list[str]:
+    return list(tensors(sample))
+
+
+def elements(sample: Sample) -> int:
+    return sum(t.numel() for t in tensors(sample).values())
+
+
+def tensors(sample: Sample) -> tree.Tensors:
+    return tree.call_leaves((sample.input, *sample.args), sample.kwargs)
+
+
+def _map(sample: Sample, change) -> Sample:
+    new = {path: change(path, t) for path, t in tensors(sample).items()}
+    (input, *args), kwargs = tree.replace_call((sample.input, *sample.args), sample.kwargs, new)
+    return dataclasses.replace(sample, input=input, args=tuple(args), kwargs=kwargs)
+
+
+def _narrow(t: torch.Tensor, old: int, new: int) -> torch.Tensor:
+    for dim, d in enumerate(t.shape):
+        if d == old:
+            t = t.narrow(dim, 0, new)
+    return t.contiguous()
+
+
+def _simple(t: torch.Tensor, kind: str) -> torch.Tensor:
+    if kind == "zeros":
+        return torch.zeros_like(t, memory_format=torch.contiguous_format)
+    if kind == "ones":
+        return torch.ones_like(t, memory_format=torch.contiguous_format)
+    n = torch.arange(t.numel())
+    if t.dtype == torch.bool:
+        small = n % 2
+    elif t.dtype in (torch.uint8,) or not t.dtype.is_signed and not t.dtype.is_floating_point and not t.dtype.is_complex:
+        small = n % 5
+    else:
+        small = n % 5 - 2
+    return small.reshape(t.shape).to(t.dtype)

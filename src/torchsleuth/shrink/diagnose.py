@@ -1,0 +1,173 @@
+"""Naming a group's trigger in one sentence, by testing the neighbours of its shrunk case.
+
+Design note. A shrunk case keeps only the non-contiguous arguments the
+failure needs. Its neighbours say what the trigger is:
+
+* each of those arguments made contiguous (it must pass, or the argument is
+  not a trigger after all), then given every other layout that fits it:
+  which layouts fail and which pass names the property (non-contiguous,
+  storage offset, stride 0, ...);
+* with the triggers contiguous, every other argument given every layout
+  that fits it: if all pass, that argument's layout does not matter ("any
+  layout of tensor1 is fine");
+* the other dtypes of the sweep, and, off the CPU, the CPU.
+
+The sentence reads like the one a person would file: "in-place addcmul_
+drops its writes when self is transposed or strided; contiguous self, or
+self at a storage offset, is fine; any layout of args[0], args[1] is fine;
+in float32 and float64."
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import torch
+
+from ..cases import layouts as layout_rules
+from ..cases import opinfo
+from ..cases.records import LAYOUTS, VARIANT_WORDS, Case
+from ..judge.records import KIND_WORDS, Finding, Outcome
+from .records import Diagnosis, Trigger
+from .shrinker import matching
+
+# What a layout says about an argument, after "when self is".
+PROPERTY = {
+    "contiguous": "contiguous",
+    "transposed": "transposed",
+    "permuted": "permuted",
+    "strided": "strided (gaps between elements)",
+    "offset": "at a storage offset",
+    "expanded": "expanded (stride 0)",
+    "channels_last": "channels_last",
+    "channels_last_3d": "channels_last_3d",
+    "size1_strides": "given unusual strides on size-1 dims",
+    "empty": "empty",
+}
+Runner = Callable[[Case], Outcome]
+
+
+def diagnose(group: str, finding: Finding, shrunk: Finding, run: Runner, *, dtypes: tuple[str, ...]) -> Diagnosis:
+    """``shrunk`` is the replayed finding of ``finding``'s shrunk case."""
+    case = Case.parse(shrunk.case_id)
+    tries = 0
+
+    def fails(c: Case) -> bool:
+        nonlocal tries
+        tries += 1
+        return matching(run(c), finding) is not None
+
+    shapes = {t.path: t.shape for t in shrunk.call.tensors} if shrunk.call else {}
+    triggers = []
+    for path, layout in case.layouts:
+        others = tuple(pl for pl in case.layouts if pl[0] != path)
+        failing, passing = [layout], []
+        for other in _fitting(path, shapes, case):
+            if other == layout:
+                continue
+            candidate = dataclasses.replace(case, layouts=tuple(sorted(others + (((path, other),) if other != "contiguous" else ()))))
+            (failing if fails(candidate) else passing).append(other)
+        triggers.append(Trigger(path=path, failing=tuple(failing), passing=tuple(passing)))
+    indifferent, also_failing = [], []
+    plain = dataclasses.replace(case, layouts=())
+    for path in shapes:
+        if any(path == t.path for t in triggers):
+            continue
+        fitting = [l for l in _fitting(path, shapes, case) if l != "contiguous"]
+        if len(fitting) < 2:  # a scalar's storage offset alone says little about "any layout"
+            continue
+        if any(fails(dataclasses.replace(plain, layouts=((path, l),))) for l in fitting):
+            also_failing.append(path)
+        else:
+            indifferent.append(path)
+    failing_dtypes, passing_dtypes = [case.dtype], []
+    supported = {str(d).removeprefix("torch.") for d in opinfo.dtypes(opinfo.get(case.op), torch.device(case.device).type, backward=case.variant == "backward")}
+    for dtype in dtypes:
+        if dtype != case.dtype and dtype in supported:
+            (failing_dtypes if fails(dataclasses.replace(case, dtype=dtype)) else passing_dtypes).append(dtype)
+    cpu = ""
+    if torch.device(case.device).type != "cpu":
+        cpu = "fails" if fails(dataclasses.replace(case, device="cpu")) else "passes"
+    found = Diagnosis(
+        group=group, finding=finding.id, case_id=case.id, sentence="", triggers=tuple(triggers),
+        indifferent=tuple(indifferent), also_failing=tuple(also_failing),
+        dtypes_failing=tuple(failing_dtypes), dtypes_passing=tuple(passing_dtypes), cpu=cpu, tries=tries,
+    )
+    return dataclasses.replace(found, sentence=sentence(found, shrunk))
+
+
+def _fitting(path: str, shapes: dict, case: Case) -> list[str]:
+    """The layouts that fit the argument at ``path`` (by its shape), contiguous first."""
+    shape = shapes.get(path)
+    if shape is None:
+        return []
+    probe = torch.empty(shape, device="meta")
+    written = (case.variant == "inplace" and path.startswith("input")) or path.startswith("out")
+    found = ["contiguous"]
+    for layout in LAYOUTS:
+        if layout in ("contiguous", "empty"):  # empty changes every argument's shape at once
+            continue
+        if written and layout in layout_rules.READ_ONLY:
+            continue
+        try:
+            if layout_rules.applies(layout, probe, written=written):
+                found.append(layout)
+        except Exception:
+            continue
+    return found
+
+
+def argument(path: str, variant: str) -> str:
+    """How a person names the argument: ``self`` for what an in-place op or a method is called on."""
+    if path == "input" and variant in ("inplace", "method"):
+        return "self"
+    return path
+
+
+def sentence(d: Diagnosis, shrunk: Finding) -> str:
+    name = shrunk.name
+    what = KIND_WORDS.get(shrunk.kind, f"shows {shrunk.kind}")
+    head = f"{name}{VARIANT_WORDS.get(shrunk.variant, f' ({shrunk.variant})')} {what}"
+    if shrunk.reference == "precision":
+        head += " (further from float64 than its dtype allows)"
+    parts = []
+    if d.triggers:
+        conditions = [f"{argument(t.path, shrunk.variant)} is {_either(t.failing)}" for t in d.triggers]
+        parts.append(f"{head} when {' and '.join(conditions)}")
+        fine = [f"{argument(t.path, shrunk.variant)} {_either(t.passing)}" for t in d.triggers if t.passing]
+        if fine:
+            parts.append(f"{', or '.join(_with_first_layout(f) for f in fine)} {'is' if len(fine) == 1 else 'are'} fine")
+    else:
+        parts.append(f"{head} with every argument contiguous")
+    if d.indifferent:
+        names = ", ".join(argument(p, shrunk.variant) for p in d.indifferent)
+        parts.append(f"any layout of {names} is fine")
+    if d.also_failing:
+        names = ", ".join(argument(p, shrunk.variant) for p in d.also_failing)
+        parts.append(f"a non-contiguous {names} fails alone too (another group)")
+    dtype_part = f"in {_and(d.dtypes_failing)}"
+    if d.dtypes_passing:
+        dtype_part += f"; {_and(d.dtypes_passing)} {'is' if len(d.dtypes_passing) == 1 else 'are'} fine"
+    parts.append(dtype_part)
+    if d.cpu:
+        parts.append("the CPU is fine" if d.cpu == "passes" else "the CPU fails too")
+    return "; ".join(parts) + "."
+
+
+def _with_first_layout(text: str) -> str:
+    # "self contiguous or at a storage offset" reads better as "contiguous self, or self at ..."
+    arg, _, rest = text.partition(" ")
+    if rest.startswith("contiguous"):
+        tail = rest.removeprefix("contiguous").removeprefix(" or ")
+        return f"contiguous {arg}" + (f", or {arg} {tail}," if tail else "")
+    return text
+
+
+def _either(layouts: tuple[str, ...]) -> str:
+    return " or ".join(PROPERTY.get(l, l) for l in layouts)
+
+
+def _and(items) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

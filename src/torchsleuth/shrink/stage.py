@@ -1,0 +1,149 @@
+"""The shrink stage of a sweep: every finding minimised and replayed, every group diagnosed.
+
+Design note. It runs after the sweep's units, over what the store holds, in
+two passes through the same worker pool the sweep uses (so a replay that
+crashes takes down a worker, not the sweep, and the user's --import modules
+are loaded as they were for the sweep):
+
+1. ``shrink_findings``: every finding not yet shrunk, in jobs of one unit
+   (op, dtype, device), so a worker makes the op's samples once:
+   ``shrinker.shrink`` replays it and minimises it; each result (``Shrunk``)
+   is stored at once;
+2. ``diagnose_groups``: the sweep groups the findings by their shrunk
+   triggers (report.groups) and hands over the first finding of each group
+   not yet diagnosed; ``diagnose.diagnose`` tests the neighbours of its
+   shrunk case.
+
+Both skip what the store already has, so a sweep killed while shrinking
+resumes here. With ``workers=0`` both run in this process, as the
+sweep did (tests plant kernels in-process).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from ..config import SweepConfig
+from ..judge.records import Finding
+from ..run.pool import Callbacks, Pool
+from .records import Diagnosis, Shrunk
+
+# A finding whose shrinking or diagnosis runs this much longer than its
+# budget is given up on (its worker is killed): shrinking is capped by
+# shrinker.MAX_SECONDS, but one replay can take as long as a case may.
+_SLACK_SECONDS = 30.0
+
+Step = Callable[[str, int, int], None]  # (pass name, done, total)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Job:
+    key: str
+    findings: tuple[Finding, ...]
+    # diagnosis jobs only: each finding's group and its shrunk case's finding
+    groups: tuple[str, ...] = ()
+    shrunk: tuple[Finding, ...] = ()
+
+
+def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | None = None) -> None:
+    """Shrink every finding of run ``run_id`` that the store has no result for."""
+    done = store.shrunk(run_id)
+    todo = [f for f in store.findings(run_id) if f.id not in done]
+    jobs: dict[str, list[Finding]] = {}
+    for finding in todo:
+        jobs.setdefault(f"{finding.opinfo}|{finding.dtype}|{finding.device}", []).append(finding)
+    _run([Job(key=k, findings=tuple(v)) for k, v in jobs.items()], _shrink_work, config,
+         _recorder(store.add_shrunk, run_id, "shrinking", len(todo), step),
+         failed=lambda f, how: Shrunk(finding=f.id, status="kept", case_id=f.case_id, reason=f"replaying it {how}"))
+
+
+def diagnose_groups(config: SweepConfig, store, run_id: int, groups, findings: list[Finding], *, step: Step | None = None) -> None:
+    """Diagnose each of ``groups`` not diagnosed yet, from its first shrunk finding."""
+    shrunk = store.shrunk(run_id)
+    by_id = {f.id: f for f in findings}
+    diagnosed = store.diagnoses(run_id)
+    jobs = []
+    for g in groups:
+        first = next((by_id[i] for i in g.findings if _diagnosable(shrunk.get(i))), None)
+        if g.id not in diagnosed and first is not None:
+            jobs.append(Job(key=g.id, findings=(first,), groups=(g.id,), shrunk=(shrunk[first.id].replay,)))
+    _run(jobs, _diagnose_work, config, _recorder(store.add_diagnosis, run_id, "diagnosing", len(jobs), step), failed=None)
+
+
+def _recorder(add, run_id: int, name: str, total: int, step: Step | None):
+    done = [0]
+
+    def record(result) -> None:
+        add(run_id, result)
+        done[0] += 1
+        if step is not None:
+            step(name, done[0], total)
+
+    return record
+
+
+def _diagnosable(shrunk: Shrunk | None) -> bool:
+    return shrunk is not None and shrunk.status == "shrunk" and shrunk.replay is not None
+
+
+def _run(jobs: list[Job], work, config: SweepConfig, record, *, failed) -> None:
+    if not jobs:
+        return
+    if config.workers == 0:
+        for job in jobs:
+            for kind, payload in work(job, config, frozenset(), None):
+                if kind == "outcome":
+                    record(payload)
+        return
+    by_id = {f.id: f for job in jobs for f in job.findings}
+    from . import shrinker
+
+    def on_failed(job, finding_id, kind, how, call):
+        if failed is not None:
+            record(failed(by_id[finding_id], f"{'crashed' if kind == 'crash' else 'hung'}: {how}"))
+
+    pool = Pool(work, _no_description, config, workers=config.workers, timeout=shrinker.MAX_SECONDS + config.timeout + _SLACK_SECONDS, threads=config.threads)
+    pool.run(jobs, Callbacks(
+        skip_for=lambda job: set(),
+        on_outcome=lambda job, result: record(result),
+        on_failed=on_failed,
+        on_collateral=lambda job, finding_id, how: None,
+        on_unit_done=lambda job, state, detail: None,
+    ))
+
+
+def _shrink_work(job: Job, config: SweepConfig, skip: frozenset[str], only: str | None) -> Iterator[tuple[str, object]]:
+    from ..engine import run_case
+    from .shrinker import shrink
+
+    _load(config)
+    for finding in job.findings:
+        if finding.id in skip or (only is not None and finding.id != only):
+            continue
+        yield "begin", finding.id
+        yield "outcome", shrink(finding, run_case)
+
+
+def _diagnose_work(job: Job, config: SweepConfig, skip: frozenset[str], only: str | None) -> Iterator[tuple[str, object]]:
+    from ..engine import run_case
+    from .diagnose import diagnose
+
+    _load(config)
+    for finding, group, shrunk in zip(job.findings, job.groups, job.shrunk):
+        if finding.id in skip or (only is not None and finding.id != only):
+            continue
+        yield "begin", finding.id
+        yield "outcome", diagnose(group, finding, shrunk, run_case, dtypes=config.dtypes)
+
+
+def _load(config: SweepConfig) -> None:
+    from ..sweep import load_imports
+
+    if config.workers and not getattr(_load, "loaded", False):
+        load_imports(config.imports)
+        _load.loaded = True
+
+
+def _no_description(job, config, case_id):
+    return None
