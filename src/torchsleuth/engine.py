@@ -115,7 +115,7 @@ def _run_sample(unit, config, entry, functions, variants, sample, index, overrid
                 outcome = _run_case(case, entry, functions[variant], sample, references, override)
             except Exception as e:  # a bug in torchsleuth, not in the op: shown apart
                 outcome = Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")
-            lost = outcome.status in ("raised", "error") and not _device_works(case.device)
+            lost = outcome.status in ("raised", "error") and not device_works(case.device)
             if lost and not outcome.reason.startswith("the contiguous reference raised"):
                 # the op left the device unusable (a device-side assert, a misaligned address)
                 # where the same values laid out contiguously did not: a crash
@@ -125,7 +125,7 @@ def _run_sample(unit, config, entry, functions, variants, sample, index, overrid
                 raise DeviceLost(outcome.reason)
 
 
-def _device_works(device: str) -> bool:
+def device_works(device: str) -> bool:
     """Whether the device still runs a kernel in this process (a CUDA error can poison it)."""
     if device == "cpu":
         return True

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import runpy
 import time
+from pathlib import Path
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -105,7 +106,7 @@ def sweep(config: SweepConfig, *, db: str, progress: Progress | None = None) -> 
         try:
             _execute(config, store, run, todo, progress)
             if config.shrink:
-                _shrink(config, store, run.id, progress)
+                shrink_run(config, store, run.id, progress)
         finally:
             store.add_seconds(run.id, time.monotonic() - started)
             store.commit()
@@ -143,7 +144,7 @@ def _execute(config: SweepConfig, store: Store, run: RunInfo, todo: list[Unit], 
         store.unit_state(run.id, unit, "running")
         return store.cases_done(run.id, unit)
 
-    pool = Pool(_work, describe, config, workers=config.workers, timeout=config.timeout, threads=config.threads)
+    pool = Pool(_work, describe, config, workers=config.workers, timeout=config.timeout, threads=config.threads, log=worker_log(store.path))
     pool.run(todo, Callbacks(
         skip_for=skip_for,
         on_outcome=lambda unit, outcome: record(outcome),
@@ -153,12 +154,18 @@ def _execute(config: SweepConfig, store: Store, run: RunInfo, todo: list[Unit], 
     ))
 
 
-def _shrink(config: SweepConfig, store: Store, run_id: int, progress: Progress) -> None:
+def shrink_run(config: SweepConfig, store: Store, run_id: int, progress: Progress | None = None) -> None:
     """The shrink stage: minimise every finding, then diagnose every group (shrink.stage)."""
-    step = getattr(progress, "step", None)
-    stage.shrink_findings(config, store, run_id, step=step)
+    step, log = getattr(progress, "step", None), worker_log(store.path)
+    stage.shrink_findings(config, store, run_id, step=step, log=log)
     findings, groups = grouping.of_run(store, run_id)
-    stage.diagnose_groups(config, store, run_id, groups, findings, step=step)
+    stage.diagnose_groups(config, store, run_id, groups, findings, step=step, log=log)
+
+
+def worker_log(db: str | Path) -> str:
+    """Where workers' own output goes: beside the database, ``runs.db`` -> ``runs.workers.log``."""
+    db = Path(db)
+    return str(db.with_name(db.stem + ".workers.log"))
 
 
 def result(store: Store, run_id: int, *, resumed: bool = False) -> SweepResult:

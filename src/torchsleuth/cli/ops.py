@@ -159,7 +159,7 @@ def finish(config, *, out: Path, db: str | None, json_path: str | None, progress
     """Run the sweep, write what it found, print the summary; the exit status."""
     from ..report import terminal
     from ..report.outputs import write_outputs
-    from ..sweep import sweep
+    from ..sweep import sweep, worker_log
 
     writable_outputs(out, json_path, junit_path)
     db = db or str(out / "runs.db")
@@ -169,6 +169,9 @@ def finish(config, *, out: Path, db: str | None, json_path: str | None, progress
         _write_junit(junit_path, result, groups, db)
         written["junit"] = junit_path
     written["database"] = f"{db} (run {result.run.id})"
+    log = Path(worker_log(db))
+    if log.is_file() and log.stat().st_size:
+        written["worker output"] = f"{log} (what kernels printed: device asserts, crash traces)"
     terminal.summary(result, groups=groups, written=written)
     return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
 

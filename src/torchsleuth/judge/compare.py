@@ -72,9 +72,17 @@ def dense(value: Any) -> Any:
 
 
 def readable(t: torch.Tensor) -> bool:
-    """Whether ``t``'s storage can be read: a kernel that corrupts an out= tensor can leave it invalid."""
+    """Whether ``t``'s storage can be read: a kernel that corrupts an out= tensor can leave it invalid.
+
+    Only strided tensors have one storage to ask; a sparse tensor (``to_sparse``,
+    a sparse gradient) has none, and that is no fault.
+    """
+    if t.layout != torch.strided:
+        return True
     try:
         t.untyped_storage().data_ptr()
+        return True
+    except NotImplementedError:  # a tensor with no storage of its own (a wrapper subclass)
         return True
     except RuntimeError:
         return False

@@ -43,7 +43,7 @@ class TerminalProgress:
             TextColumn("[progress.description]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("units"),
+            TextColumn("{task.fields[what]}"),
             TextColumn("{task.fields[cases]} cases"),
             TextColumn("[red]{task.fields[findings]} findings"),
             TimeElapsedColumn(),
@@ -52,7 +52,8 @@ class TerminalProgress:
             transient=False,
         )
         self._bar.start()
-        self._task = self._bar.add_task("sweeping", total=units, completed=done, cases=0, findings=0)
+        self._task = self._bar.add_task("sweeping", total=units, completed=done, cases=0, findings=0, what="units")
+        self._steps: dict[str, object] = {}
 
     def outcome(self, outcome: Outcome) -> None:
         self.cases += 1
@@ -63,6 +64,16 @@ class TerminalProgress:
     def unit_done(self, unit) -> None:
         if self._bar is not None:
             self._bar.advance(self._task)
+
+    def step(self, name: str, done: int, total: int) -> None:
+        """Progress of the shrink stage: ``name`` is "shrinking" (findings) or "diagnosing" (groups)."""
+        if self._bar is None:
+            return
+        if name not in self._steps:
+            self._bar.update(self._task, description="done".ljust(28))
+            what = "findings" if name == "shrinking" else "groups"
+            self._steps[name] = self._bar.add_task(name.ljust(28), total=total, cases=self.cases, findings=self.findings, what=what)
+        self._bar.update(self._steps[name], completed=done)
 
     def finish(self) -> None:
         if self._bar is not None:

@@ -22,6 +22,9 @@ could not send it); if the replay passes, ``on_collateral`` says so. The
 worker then resumes the unit after that case, skipping every case already
 reported, so one bad kernel costs one case and the sweep goes on.
 
+Whatever a worker prints (a CUDA device-side assert, glibc's heap-corruption
+abort) goes to the ``log`` file when one is given, not to the terminal.
+
 The pool knows nothing of what a unit or an event means beyond that; the
 caller (torchsleuth.sweep) supplies the work and describe functions.
 """
@@ -45,8 +48,15 @@ class DeviceLost(Exception):
     """Raised by the work function: the device no longer works in this process."""
 
 
-def _worker_main(conn: Connection, work: Callable, describe: Callable, config, threads: int) -> None:
+def _worker_main(conn: Connection, work: Callable, describe: Callable, config, threads: int, log: str | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    if log is not None:
+        # what kernels print (device-side asserts, allocator aborts, C++ traces) goes to
+        # the log, not over the user's progress bar; file descriptors, so C code's too
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
     import torch
 
     torch.set_num_threads(max(1, threads))
@@ -98,8 +108,8 @@ class Callbacks:
 
 
 class Pool:
-    def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1):
-        self.work, self.describe, self.config = work, describe, config
+    def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1, log: str | None = None):
+        self.work, self.describe, self.config, self.log = work, describe, config, log
         self.workers, self.timeout, self.threads = max(1, workers), timeout, threads
         self.context = multiprocessing.get_context("spawn")
         self.slots: list[_Slot] = []
@@ -131,7 +141,7 @@ class Pool:
 
     def _start(self) -> _Slot:
         parent, child = self.context.Pipe()
-        process = self.context.Process(target=_worker_main, args=(child, self.work, self.describe, self.config, self.threads), daemon=True)
+        process = self.context.Process(target=_worker_main, args=(child, self.work, self.describe, self.config, self.threads, self.log), daemon=True)
         process.start()
         child.close()
         return _Slot(process=process, conn=parent)

@@ -30,7 +30,7 @@ from ..cases import opinfo
 from ..cases.records import LAYOUTS, VARIANT_WORDS, Case
 from ..judge.records import KIND_WORDS, Finding, Outcome
 from .records import Diagnosis, Trigger
-from .shrinker import matching
+from .shrinker import DeviceLost, matching
 
 # What a layout says about an argument, after "when self is".
 PROPERTY = {
@@ -48,15 +48,33 @@ PROPERTY = {
 Runner = Callable[[Case], Outcome]
 
 
-def diagnose(group: str, finding: Finding, shrunk: Finding, run: Runner, *, dtypes: tuple[str, ...]) -> Diagnosis:
-    """``shrunk`` is the replayed finding of ``finding``'s shrunk case."""
+def diagnose(group: str, finding: Finding, shrunk: Finding, run: Runner, *, dtypes: tuple[str, ...],
+             healthy: Callable[[], bool] = lambda: True) -> Diagnosis:
+    """``shrunk`` is the replayed finding of ``finding``'s shrunk case.
+
+    A neighbour counts as failing when it shows the same failure, as fine only
+    when it was judged clean; one that raises (an unsupported dtype, values a
+    layout makes invalid) is neither and is left out of the sentence. Raises
+    ``shrinker.DeviceLost`` when a neighbour leaves the device unusable.
+    """
     case = Case.parse(shrunk.case_id)
     tries = 0
 
-    def fails(c: Case) -> bool:
+    def verdict(c: Case) -> bool | None:
+        """True: fails the same way; False: judged clean; None: neither."""
         nonlocal tries
         tries += 1
-        return matching(run(c), finding) is not None
+        outcome = run(c)
+        if not healthy():
+            raise DeviceLost(outcome.reason)
+        if matching(outcome, finding) is not None:
+            return True
+        return False if outcome.status == "pass" else None
+
+    def sort(c: Case, item, failing: list, passing: list) -> None:
+        result = verdict(c)
+        if result is not None:
+            (failing if result else passing).append(item)
 
     shapes = {t.path: t.shape for t in shrunk.call.tensors} if shrunk.call else {}
     triggers = []
@@ -67,7 +85,7 @@ def diagnose(group: str, finding: Finding, shrunk: Finding, run: Runner, *, dtyp
             if other == layout:
                 continue
             candidate = dataclasses.replace(case, layouts=tuple(sorted(others + (((path, other),) if other != "contiguous" else ()))))
-            (failing if fails(candidate) else passing).append(other)
+            sort(candidate, other, failing, passing)
         triggers.append(Trigger(path=path, failing=tuple(failing), passing=tuple(passing)))
     indifferent, also_failing = [], []
     plain = dataclasses.replace(case, layouts=())
@@ -77,18 +95,20 @@ def diagnose(group: str, finding: Finding, shrunk: Finding, run: Runner, *, dtyp
         fitting = [l for l in _fitting(path, shapes, case) if l != "contiguous"]
         if len(fitting) < 2:  # a scalar's storage offset alone says little about "any layout"
             continue
-        if any(fails(dataclasses.replace(plain, layouts=((path, l),))) for l in fitting):
+        verdicts = [verdict(dataclasses.replace(plain, layouts=((path, l),))) for l in fitting]
+        if any(verdicts):
             also_failing.append(path)
-        else:
+        elif all(v is False for v in verdicts):
             indifferent.append(path)
     failing_dtypes, passing_dtypes = [case.dtype], []
     supported = {str(d).removeprefix("torch.") for d in opinfo.dtypes(opinfo.get(case.op), torch.device(case.device).type, backward=case.variant == "backward")}
     for dtype in dtypes:
         if dtype != case.dtype and dtype in supported:
-            (failing_dtypes if fails(dataclasses.replace(case, dtype=dtype)) else passing_dtypes).append(dtype)
+            sort(dataclasses.replace(case, dtype=dtype), dtype, failing_dtypes, passing_dtypes)
     cpu = ""
     if torch.device(case.device).type != "cpu":
-        cpu = "fails" if fails(dataclasses.replace(case, device="cpu")) else "passes"
+        on_cpu = verdict(dataclasses.replace(case, device="cpu"))
+        cpu = "" if on_cpu is None else "fails" if on_cpu else "passes"
     found = Diagnosis(
         group=group, finding=finding.id, case_id=case.id, sentence="", triggers=tuple(triggers),
         indifferent=tuple(indifferent), also_failing=tuple(also_failing),

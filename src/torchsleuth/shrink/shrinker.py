@@ -20,9 +20,12 @@ from the new case; the search stops when a whole round makes no progress, or
 when the budget of runs or seconds is spent (the best case so far is kept).
 
 The original case is replayed first, in this process, with references of its
-own: a finding that does not recur is ``flaky`` and never reported as a bug.
-The shrunk case is replayed once more at the end; if it does not fail again
-the original case is what is reported. Crashes, hangs and nondeterminism are
+own: a finding that does not recur, on a replay that was judged clean, is
+``flaky`` and never reported as a bug (a replay that raised says nothing, and
+the finding is ``kept``). The shrunk case is replayed once more at the end;
+if it does not fail again the original case is what is reported. Off the
+CPU, a candidate whose values trip a device-side assert leaves the process's
+device unusable; shrinking then stops and the finding is kept as found. Crashes, hangs and nondeterminism are
 ``kept`` as found: their replay belongs in a fresh process (the pool did it)
 or needs many runs.
 """
@@ -81,42 +84,72 @@ def cost(case: Case) -> tuple[int, int, int, int]:
     return (edits.elements(sample), len(case.layouts), _dtype_rank(case.dtype), _value_cost(case, sample))
 
 
-def shrink(finding: Finding, run: Runner, *, max_tries: int = MAX_TRIES, max_seconds: float = MAX_SECONDS) -> Shrunk:
+class DeviceLost(Exception):
+    """A replay left the device unusable (a CUDA device-side assert poisons the process)."""
+
+
+def shrink(finding: Finding, run: Runner, *, healthy: Callable[[], bool] = lambda: True,
+           max_tries: int = MAX_TRIES, max_seconds: float = MAX_SECONDS) -> Shrunk:
+    """``finding``'s smallest failing case, replayed (see the design note).
+
+    ``healthy`` says whether the device still works after a run; when it does
+    not, nothing more can be run in this process: the search stops, the
+    finding is kept as found, and ``DeviceLost`` is raised by the caller's
+    next check (``lost`` on the result's reason).
+    """
     original = Case.parse(finding.case_id)
     if finding.kind in UNREPLAYED:
         return Shrunk(finding=finding.id, status="kept", case_id=original.id, reason=UNREPLAYED[finding.kind])
     tries = 0
 
-    def fails(case: Case) -> Finding | None:
+    def replay(case: Case) -> Outcome:
         nonlocal tries
         tries += 1
-        return matching(run(case), finding)
+        outcome = run(case)
+        if not healthy():
+            raise DeviceLost(outcome.reason)
+        return outcome
 
-    first = fails(original)
-    if first is None:
-        return Shrunk(finding=finding.id, status="flaky", case_id=original.id, tries=tries,
-                      reason="the finding did not recur when its case was replayed in a fresh process")
-    best, best_cost = original, cost(original)
-    deadline = time.monotonic() + max_seconds
-    progress = True
-    while progress and tries < max_tries and time.monotonic() < deadline:
-        progress = False
-        for candidate in candidates(best):
-            if tries >= max_tries or time.monotonic() >= deadline:
-                break
-            candidate_cost = _cost_or_none(candidate)
-            if candidate_cost is None or candidate_cost >= best_cost:
-                continue
-            if fails(candidate) is not None:
-                best, best_cost, progress = candidate, candidate_cost, True
-                break
-    replayed = fails(best)
-    if replayed is None and best != original:
-        best, replayed = original, fails(original)
+    def kept(reason: str) -> Shrunk:
+        return Shrunk(finding=finding.id, status="kept", case_id=original.id, tries=tries, reason=reason)
+
+    try:
+        first = replay(original)
+        if matching(first, finding) is None:
+            if first.status != "pass":  # raised or failed to run: says nothing about the finding
+                return kept(f"its replay did not run cleanly ({first.status}: {first.reason})")
+            return Shrunk(finding=finding.id, status="flaky", case_id=original.id, tries=tries,
+                          reason="the finding did not recur when its case was replayed in a fresh process")
+        best, best_cost = original, cost(original)
+        deadline = time.monotonic() + max_seconds
+        progress = True
+        while progress and tries < max_tries and time.monotonic() < deadline:
+            progress = False
+            for candidate in candidates(best):
+                if tries >= max_tries or time.monotonic() >= deadline:
+                    break
+                candidate_cost = _cost_or_none(candidate)
+                if candidate_cost is None or candidate_cost >= best_cost:
+                    continue
+                if matching(replay(candidate), finding) is not None:
+                    best, best_cost, progress = candidate, candidate_cost, True
+                    break
+        last = replay(best)
+        if matching(last, finding) is None and best != original:
+            best, last = original, replay(original)
+    except DeviceLost as e:
+        return kept(f"{LOST}: {e}")
+    replayed = matching(last, finding)
     if replayed is None:
+        if last.status != "pass":
+            return kept(f"its last replay did not run cleanly ({last.status}: {last.reason})")
         return Shrunk(finding=finding.id, status="flaky", case_id=original.id, tries=tries,
                       reason="the finding recurred once but not on its second replay")
     return Shrunk(finding=finding.id, status="shrunk", case_id=best.id, replay=replayed, tries=tries)
+
+
+# The start of a kept finding's reason when a replay took the device down.
+LOST = "a replay left the device unusable, so it was not shrunk"
 
 
 def candidates(case: Case) -> Iterator[Case]:

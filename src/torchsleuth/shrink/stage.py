@@ -26,8 +26,10 @@ from typing import Callable, Iterator
 
 from ..config import SweepConfig
 from ..judge.records import Finding
-from ..run.pool import Callbacks, Pool
+from ..run.pool import Callbacks, DeviceLost, Pool
+from . import shrinker
 from .records import Diagnosis, Shrunk
+from .shrinker import LOST
 
 # A finding whose shrinking or diagnosis runs this much longer than its
 # budget is given up on (its worker is killed): shrinking is capped by
@@ -46,7 +48,7 @@ class Job:
     shrunk: tuple[Finding, ...] = ()
 
 
-def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | None = None) -> None:
+def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | None = None, log: str | None = None) -> None:
     """Shrink every finding of run ``run_id`` that the store has no result for."""
     done = store.shrunk(run_id)
     todo = [f for f in store.findings(run_id) if f.id not in done]
@@ -55,10 +57,10 @@ def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | Non
         jobs.setdefault(f"{finding.opinfo}|{finding.dtype}|{finding.device}", []).append(finding)
     _run([Job(key=k, findings=tuple(v)) for k, v in jobs.items()], _shrink_work, config,
          _recorder(store.add_shrunk, run_id, "shrinking", len(todo), step),
-         failed=lambda f, how: Shrunk(finding=f.id, status="kept", case_id=f.case_id, reason=f"replaying it {how}"))
+         failed=lambda f, how: Shrunk(finding=f.id, status="kept", case_id=f.case_id, reason=f"replaying it {how}"), log=log)
 
 
-def diagnose_groups(config: SweepConfig, store, run_id: int, groups, findings: list[Finding], *, step: Step | None = None) -> None:
+def diagnose_groups(config: SweepConfig, store, run_id: int, groups, findings: list[Finding], *, step: Step | None = None, log: str | None = None) -> None:
     """Diagnose each of ``groups`` not diagnosed yet, from its first shrunk finding."""
     shrunk = store.shrunk(run_id)
     by_id = {f.id: f for f in findings}
@@ -68,13 +70,15 @@ def diagnose_groups(config: SweepConfig, store, run_id: int, groups, findings: l
         first = next((by_id[i] for i in g.findings if _diagnosable(shrunk.get(i))), None)
         if g.id not in diagnosed and first is not None:
             jobs.append(Job(key=g.id, findings=(first,), groups=(g.id,), shrunk=(shrunk[first.id].replay,)))
-    _run(jobs, _diagnose_work, config, _recorder(store.add_diagnosis, run_id, "diagnosing", len(jobs), step), failed=None)
+    _run(jobs, _diagnose_work, config, _recorder(store.add_diagnosis, run_id, "diagnosing", len(jobs), step), failed=None, log=log)
 
 
 def _recorder(add, run_id: int, name: str, total: int, step: Step | None):
     done = [0]
 
     def record(result) -> None:
+        if result is None:  # nothing could be made of it (see _diagnose_work)
+            return
         add(run_id, result)
         done[0] += 1
         if step is not None:
@@ -87,29 +91,49 @@ def _diagnosable(shrunk: Shrunk | None) -> bool:
     return shrunk is not None and shrunk.status == "shrunk" and shrunk.replay is not None
 
 
-def _run(jobs: list[Job], work, config: SweepConfig, record, *, failed) -> None:
+def _run(jobs: list[Job], work, config: SweepConfig, record, *, failed, log: str | None = None) -> None:
+    """Every job through ``work``; ``failed(finding, how)`` is what a finding gets when its job failed."""
     if not jobs:
         return
+    by_id = {f.id: f for job in jobs for f in job.findings}
+    done: set[str] = set()
+
+    def recorded(finding_id: str, result) -> None:
+        done.add(finding_id)
+        record(result)
+
+    def job_failed(job: Job, how: str) -> None:
+        # a bug in torchsleuth, or a device that cannot be set up: the findings stay as found
+        for finding in job.findings:
+            if finding.id not in done and failed is not None:
+                recorded(finding.id, failed(finding, how))
+
     if config.workers == 0:
         for job in jobs:
-            for kind, payload in work(job, config, frozenset(), None):
-                if kind == "outcome":
-                    record(payload)
+            begun = None
+            try:
+                for kind, payload in work(job, config, frozenset(), None):
+                    if kind == "begin":
+                        begun = payload
+                    elif kind == "outcome":
+                        recorded(begun, payload)
+            except Exception as e:
+                job_failed(job, f"failed: {type(e).__name__}: {e}")
         return
-    by_id = {f.id: f for job in jobs for f in job.findings}
-    from . import shrinker
+    def on_outcome(job: Job, result) -> None:
+        recorded(getattr(result, "finding", ""), result)
 
     def on_failed(job, finding_id, kind, how, call):
         if failed is not None:
-            record(failed(by_id[finding_id], f"{'crashed' if kind == 'crash' else 'hung'}: {how}"))
+            recorded(finding_id, failed(by_id[finding_id], f"{'crashed' if kind == 'crash' else 'hung'}: {how}"))
 
-    pool = Pool(work, _no_description, config, workers=config.workers, timeout=shrinker.MAX_SECONDS + config.timeout + _SLACK_SECONDS, threads=config.threads)
+    pool = Pool(work, _no_description, config, workers=config.workers, timeout=shrinker.MAX_SECONDS + config.timeout + _SLACK_SECONDS, threads=config.threads, log=log)
     pool.run(jobs, Callbacks(
         skip_for=lambda job: set(),
-        on_outcome=lambda job, result: record(result),
+        on_outcome=on_outcome,
         on_failed=on_failed,
         on_collateral=lambda job, finding_id, how: None,
-        on_unit_done=lambda job, state, detail: None,
+        on_unit_done=lambda job, state, detail: job_failed(job, f"failed: {detail}") if state == "failed" else None,
     ))
 
 
@@ -118,11 +142,15 @@ def _shrink_work(job: Job, config: SweepConfig, skip: frozenset[str], only: str 
     from .shrinker import shrink
 
     _load(config)
+    healthy = _health(config)
     for finding in job.findings:
         if finding.id in skip or (only is not None and finding.id != only):
             continue
         yield "begin", finding.id
-        yield "outcome", shrink(finding, run_case)
+        result = shrink(finding, run_case, healthy=healthy)
+        yield "outcome", result
+        if result.reason.startswith(LOST):
+            raise DeviceLost(result.reason)  # the pool starts a fresh worker for the rest of the job
 
 
 def _diagnose_work(job: Job, config: SweepConfig, skip: frozenset[str], only: str | None) -> Iterator[tuple[str, object]]:
@@ -130,11 +158,22 @@ def _diagnose_work(job: Job, config: SweepConfig, skip: frozenset[str], only: st
     from .diagnose import diagnose
 
     _load(config)
+    healthy = _health(config)
     for finding, group, shrunk in zip(job.findings, job.groups, job.shrunk):
         if finding.id in skip or (only is not None and finding.id != only):
             continue
         yield "begin", finding.id
-        yield "outcome", diagnose(group, finding, shrunk, run_case, dtypes=config.dtypes)
+        try:
+            yield "outcome", diagnose(group, finding, shrunk, run_case, dtypes=config.dtypes, healthy=healthy)
+        except shrinker.DeviceLost as e:
+            yield "outcome", None  # no diagnosis: a neighbour took the device down
+            raise DeviceLost(str(e)) from None
+
+
+def _health(config: SweepConfig):
+    from ..engine import device_works
+
+    return lambda: device_works(config.device)
 
 
 def _load(config: SweepConfig) -> None:
