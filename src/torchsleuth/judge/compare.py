@@ -75,9 +75,10 @@ def readable(t: torch.Tensor) -> bool:
     """Whether ``t``'s storage can be read: a kernel that corrupts an out= tensor can leave it invalid.
 
     Only strided tensors have one storage to ask; a sparse tensor (``to_sparse``,
-    a sparse gradient) has none, and that is no fault.
+    a sparse gradient) has none, and neither has autograd's efficient zero
+    tensor (``sgn``'s gradient of a real input): that is no fault.
     """
-    if t.layout != torch.strided:
+    if t.layout != torch.strided or getattr(t, "_is_zerotensor", lambda: False)():
         return True
     try:
         t.untyped_storage().data_ptr()
