@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import warnings
 
 import pytest
 import torch
 
 from torchsleuth import SweepConfig, SweepResult, sweep
+from torchsleuth.drill.override import override
 
 
 @pytest.fixture
@@ -19,14 +19,8 @@ def plant():
     (they load plants through ``SweepConfig.imports``).
     """
     library = torch.library.Library("aten", "IMPL")
-
-    def register(op: str, kernel) -> None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
-            library.impl(op, kernel, "CPU")
-
     try:
-        yield register
+        yield lambda op, kernel: override(library, op, kernel)
     finally:
         library._destroy()
 

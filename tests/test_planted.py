@@ -7,10 +7,13 @@ and the condition: kind, variant, reference, and which argument has which
 layout. Cases outside the condition must stay clean, so a test also fails
 when torchsleuth blames the wrong argument or layout.
 
-In-process plants (``workers=0``) are registered with the ``plant`` fixture
-and removed when the test ends. Crash and hang plants live in
-``tests/plants/`` and are loaded by each spawned worker through
-``SweepConfig.imports``, since they take the process down with them.
+The wrong kernels that ``torchsleuth drill`` plants are these tests' too
+(``torchsleuth.drill.kernels``); the ones only a test needs are written
+here. In-process plants (``workers=0``) are registered with the ``plant``
+fixture and removed when the test ends. Crash and hang plants are the
+drill's plant modules (``torchsleuth.drill.plants``), loaded by each spawned
+worker through ``SweepConfig.imports``, since they take the process down with
+them.
 
 A planted kernel cannot call the op it replaces (it would call itself); it
 computes the right answer with other ops, and ``test_untouched_kernels_are_clean``
@@ -19,16 +22,14 @@ runs every sweep used here over the real kernels and expects no findings.
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
-
 import pytest
 import torch
 
 from torchsleuth import Finding, SweepConfig, SweepResult, resolve_ops
 from torchsleuth.cases.layouts import SIZE1_STRIDE, contiguous_strides
+from torchsleuth.drill import kernels
 
-PLANTS = Path(__file__).parent / "plants"
+PLANTS = "torchsleuth.drill.plants"
 
 # Layout classes, each told apart by the geometry a kernel sees: a kernel
 # with a fast path keyed on one of these is wrong on exactly that layout.
@@ -96,39 +97,6 @@ def as_if_contiguous(t: torch.Tensor) -> torch.Tensor:
     return t.as_strided(t.shape, contiguous_strides(t.shape), t.storage_offset())
 
 
-def exact_sum(x: torch.Tensor, dims, keepdim: bool, dtype) -> torch.Tensor:
-    """``x.sum(dims, keepdim, dtype=dtype)`` through cumsum in float64 (no call to aten::sum)."""
-    if dtype is None:
-        dtype = x.dtype if x.is_floating_point() or x.is_complex() else torch.int64
-    n = x.dim()
-    dims = sorted({d % n for d in dims}) if n and dims else list(range(n))  # no dims: all of them
-    kept = [d for d in range(n) if d not in dims]
-    length = math.prod(x.shape[d] for d in dims)
-    rows = x.permute(kept + dims).reshape([x.shape[d] for d in kept] + [length])
-    wide = rows.to(torch.complex128 if x.is_complex() else torch.float64 if x.is_floating_point() else torch.int64)
-    total = wide.cumsum(-1).select(-1, length - 1) if length else torch.zeros(wide.shape[:-1], dtype=wide.dtype)
-    if keepdim:
-        for d in dims:
-            total = total.unsqueeze(d)
-    return total.to(dtype)
-
-
-def sequential_sum(x: torch.Tensor, dims, keepdim: bool) -> torch.Tensor:
-    """The sum along ``dims``, accumulated one slice at a time in ``x``'s own dtype."""
-    n = x.dim()
-    dims = sorted({d % n for d in dims}) if n and dims else list(range(n))
-    kept = [d for d in range(n) if d not in dims]
-    length = math.prod(x.shape[d] for d in dims)
-    rows = x.permute(kept + dims).reshape([x.shape[d] for d in kept] + [length])
-    total = torch.zeros(rows.shape[:-1], dtype=x.dtype)
-    for i in range(length):
-        total = total + rows.select(-1, i)  # rounded to x.dtype after every addition
-    if keepdim:
-        for d in dims:
-            total = total.unsqueeze(d)
-    return total
-
-
 def product(self, other) -> torch.Tensor:
     """``self * other`` through aten::mul.out, whose kernel stays untouched when mul.Tensor's is replaced."""
     if not isinstance(other, torch.Tensor):
@@ -152,12 +120,7 @@ def replicate_pad(x: torch.Tensor, padding) -> torch.Tensor:
 
 
 def test_inplace_dropping_writes_on_a_noncontiguous_self_is_a_dropped_write(plant, run_sweep):
-    def addcmul_(self, tensor1, tensor2, *, value=1):
-        if not self.is_contiguous():
-            return self  # the bug: nothing lands in self
-        return self.add_(tensor1 * tensor2 * value)
-
-    plant("addcmul_", addcmul_)
+    plant("addcmul_", kernels.addcmul_dropping_noncontiguous_writes)
     result = run_sweep(config("dropped_write"))
     found = result.findings
     assert found, listing(result)
@@ -179,18 +142,13 @@ def neg_out_written_as_if_contiguous(self, *, out):
     return out
 
 
-def neg_out_restriding_out(self, *, out):
-    out.as_strided_(out.shape, contiguous_strides(out.shape))  # the bug: out is restrided
-    return out.copy_(self * -1)
-
-
 @pytest.mark.parametrize(
     "kernel, expected",
     [
         # values land in a transposed out in the wrong order; a strided one keeps
         # poison in half its elements and gets writes in its gaps
         (neg_out_written_as_if_contiguous, {"transposed": {"mismatch"}, "strided": {"out_ignored", "out_of_view_write"}}),
-        (neg_out_restriding_out, {"transposed": {"out_ignored"}, "strided": {"out_ignored", "out_of_view_write"}}),
+        (kernels.neg_out_restriding_out, {"transposed": {"out_ignored"}, "strided": {"out_ignored", "out_of_view_write"}}),
     ],
     ids=["written_as_if_contiguous", "restrided"],
 )
@@ -208,20 +166,14 @@ def test_out_ignoring_its_strides_is_caught_on_that_out(plant, run_sweep, kernel
     assert kinds == expected, listing(result)
     restrided = [f for f in result.findings if f.kind == "out_ignored" and f.reference == "contract"]
     assert all(f.mismatch.attribute == "stride" for f in restrided)
-    assert bool(restrided) == (kernel is neg_out_restriding_out)
+    assert bool(restrided) == (kernel is kernels.neg_out_restriding_out)
 
 
 # --- 3. functional: input mutated --------------------------------------------------
 
 
-def neg_writing_its_input(self):
-    result = self * -1
-    self.mul_(2)  # the bug: the input, which neg only reads, is written
-    return result
-
-
 def test_functional_op_writing_its_input_is_input_mutated(plant, run_sweep):
-    plant("neg", neg_writing_its_input)
+    plant("neg", kernels.neg_writing_its_input)
     result = run_sweep(config("input_mutated"))
     mutated = [f for f in result.findings if f.kind == "input_mutated"]
     assert {f.layouts for f in mutated} == {(), (("input", "transposed"),)}, listing(result)
@@ -231,7 +183,7 @@ def test_functional_op_writing_its_input_is_input_mutated(plant, run_sweep):
 
 
 def test_functional_op_writing_its_input_is_reported_only_as_input_mutated(plant, run_sweep):
-    plant("neg", neg_writing_its_input)
+    plant("neg", kernels.neg_writing_its_input)
     result = run_sweep(config("input_mutated"))
     assert {f.kind for f in result.findings} == {"input_mutated"}, listing(result)
 
@@ -240,17 +192,7 @@ def test_functional_op_writing_its_input_is_reported_only_as_input_mutated(plant
 
 
 def test_op_answering_differently_each_call_is_nondeterministic(plant, run_sweep):
-    calls = [0]
-    same_width_ints = {torch.float32: torch.int32, torch.float64: torch.int64}
-
-    def neg(self):
-        calls[0] += 1
-        result = self * -1
-        if result.dtype in same_width_ints:  # the bug: the last bits count the calls
-            result = (result.view(same_width_ints[result.dtype]) + calls[0]).view(result.dtype)
-        return result
-
-    plant("neg", neg)
+    plant("neg", kernels.neg_counting_calls)
     result = run_sweep(config("nondeterministic"))
     # a few units of roundoff: only the bit-for-bit repeat of the call notices
     assert [(f.kind, f.reference, f.op, f.variant, f.layouts) for f in result.findings] == [
@@ -262,15 +204,7 @@ def test_op_answering_differently_each_call_is_nondeterministic(plant, run_sweep
 
 
 def test_fill_writing_past_its_view_is_an_out_of_view_write(plant, run_sweep):
-    def fill_(self, value):
-        # the right fill, through copy_ (fill_ would call this kernel again)
-        self.copy_(torch.tensor(value, dtype=self.dtype).expand(self.shape))
-        end = self.storage_offset() + (1 + sum((n - 1) * s for n, s in zip(self.shape, self.stride())) if self.numel() else 0)
-        if end < self.untyped_storage().nbytes() // self.element_size():
-            self.as_strided((1,), (1,), end).copy_(torch.tensor([value], dtype=self.dtype))  # the bug: one element too many
-        return self
-
-    plant("fill_.Scalar", fill_)
+    plant("fill_.Scalar", kernels.fill_writing_past_its_view)
     result = run_sweep(config("out_of_view_write"))
     assert result.findings, listing(result)
     for f in result.findings:
@@ -285,12 +219,8 @@ def test_fill_writing_past_its_view_is_an_out_of_view_write(plant, run_sweep):
 
 
 def test_reduction_ignoring_the_storage_offset_mismatches_on_offset(plant, run_sweep):
-    def sum_dim(self, dim, keepdim=False, *, dtype=None):
-        from_storage_start = self.as_strided(self.shape, self.stride(), 0)  # the bug: offset dropped
-        return exact_sum(from_storage_start, dim or [], keepdim, dtype)
-
     # aten::sum (no dim) reaches this kernel too on the CPU
-    plant("sum.dim_IntList", sum_dim)
+    plant("sum.dim_IntList", kernels.sum_ignoring_storage_offset)
     result = run_sweep(config("storage_offset"))
     assert result.findings, listing(result)
     for f in result.findings:
@@ -304,16 +234,7 @@ def test_reduction_ignoring_the_storage_offset_mismatches_on_offset(plant, run_s
 
 
 def test_random_fill_skipping_elements_of_a_noncontiguous_self_is_random_coverage(plant, run_sweep):
-    def uniform_(self, low=0.0, high=1.0, *, generator=None):
-        # uniform draws through random_ (uniform_ would call this kernel again)
-        bits = torch.randint(0, 1 << 24, self.shape, generator=generator)
-        draws = (bits.to(torch.float64) * ((high - low) / (1 << 24)) + low).to(self.dtype)
-        if self.is_contiguous():
-            return self.copy_(draws)
-        every_other = torch.arange(self.numel()).reshape(self.shape) % 2 == 0
-        return self.copy_(torch.where(every_other, draws, self))  # the bug: half of self is never drawn
-
-    plant("uniform_", uniform_)
+    plant("uniform_", kernels.uniform_skipping_noncontiguous_elements)
     result = run_sweep(config("random_coverage"))
     assert result.findings, listing(result)
     for f in result.findings:
@@ -332,12 +253,7 @@ def long_reduction(f: Finding) -> bool:
 
 
 def test_bfloat16_reduction_accumulating_in_bfloat16_is_a_precision_mismatch(plant, run_sweep):
-    def sum_dim(self, dim, keepdim=False, *, dtype=None):
-        if self.dtype == torch.bfloat16 and dtype in (None, torch.bfloat16):
-            return sequential_sum(self, dim or [], keepdim)  # the bug: no float32 accumulator
-        return exact_sum(self, dim or [], keepdim, dtype)
-
-    plant("sum.dim_IntList", sum_dim)
+    plant("sum.dim_IntList", kernels.sum_accumulating_bfloat16_in_bfloat16)
     result = run_sweep(config("accumulation_bfloat16"))
     caught = [f for f in result.findings if long_reduction(f)]
     assert caught, listing(result)
@@ -349,8 +265,8 @@ def test_float32_reduction_accumulating_in_bfloat16_is_a_precision_mismatch(plan
     def sum_dim(self, dim, keepdim=False, *, dtype=None):
         if self.dtype == torch.float32 and dtype in (None, torch.float32):
             # the bug: the accumulator is bfloat16
-            return sequential_sum(self.to(torch.bfloat16), dim or [], keepdim).to(torch.float32)
-        return exact_sum(self, dim or [], keepdim, dtype)
+            return kernels.sequential_sum(self.to(torch.bfloat16), dim or [], keepdim).to(torch.float32)
+        return kernels.exact_sum(self, dim or [], keepdim, dtype)
 
     plant("sum.dim_IntList", sum_dim)
     result = run_sweep(config("accumulation_float32"))
@@ -374,13 +290,13 @@ def assert_only_transposed_neg_failed(result: SweepResult, kind: str) -> None:
 
 
 def test_kernel_killing_its_process_is_a_crash_and_the_sweep_goes_on(run_sweep):
-    result = run_sweep(config("crash", imports=(str(PLANTS / "crash_neg.py"),)))
+    result = run_sweep(config("crash", imports=(f"{PLANTS}.crash",)))
     assert_only_transposed_neg_failed(result, "crash")
     assert "SIGSEGV" in result.findings[0].summary
 
 
 def test_kernel_never_returning_is_a_hang_and_the_sweep_goes_on(run_sweep):
-    result = run_sweep(config("hang", imports=(str(PLANTS / "hang_neg.py"),)))
+    result = run_sweep(config("hang", imports=(f"{PLANTS}.hang",)))
     assert_only_transposed_neg_failed(result, "hang")
     assert "5 s" in result.findings[0].summary
 
@@ -389,11 +305,7 @@ def test_kernel_never_returning_is_a_hang_and_the_sweep_goes_on(run_sweep):
 
 
 def test_backward_wrong_on_a_noncontiguous_grad_output_is_a_gradient_mismatch(plant, run_sweep):
-    def tanh_backward(grad_output, output):
-        result = grad_output * (1 - output * output)
-        return result if grad_output.is_contiguous() else result * 2  # the bug
-
-    plant("tanh_backward", tanh_backward)
+    plant("tanh_backward", kernels.tanh_backward_wrong_on_noncontiguous_grad)
     result = run_sweep(config("gradient"))
     assert result.findings, listing(result)
     for f in result.findings:

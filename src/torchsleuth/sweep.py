@@ -84,11 +84,18 @@ def load_imports(imports: tuple[str, ...]) -> None:
             importlib.import_module(name)
 
 
-def _work(unit: Unit, config: SweepConfig, skip: frozenset[str], only: str | None):
+def _work(item, config: SweepConfig, skip: frozenset[str], only: str | None):
+    """A worker's work: a unit of the sweep, or a job of the shrink stage."""
     if not getattr(_work, "loaded", False):
         load_imports(config.imports)
         _work.loaded = True
-    return run_unit(unit, config, skip, only=only)
+    if isinstance(item, Unit):
+        return run_unit(item, config, skip, only=only)
+    return stage.work(item, config, skip, only)
+
+
+def _describe(item, config: SweepConfig, case_id: str):
+    return describe(item, config, case_id) if isinstance(item, Unit) else None
 
 
 def sweep(config: SweepConfig, *, db: str, progress: Progress | None = None) -> SweepResult:
@@ -103,11 +110,16 @@ def sweep(config: SweepConfig, *, db: str, progress: Progress | None = None) -> 
         todo = [u for u in units if u.key not in finished]
         progress.start(units=len(units), done=len(units) - len(todo), resumed=resumed)
         started = time.monotonic()
+        pool = None
+        if config.workers:  # one pool for the sweep and its shrink stage
+            pool = Pool(_work, _describe, config, workers=config.workers, timeout=config.timeout, threads=config.threads, log=worker_log(store.path))
         try:
-            _execute(config, store, run, todo, progress)
+            _execute(config, store, run, todo, progress, pool)
             if config.shrink:
-                shrink_run(config, store, run.id, progress)
+                shrink_run(config, store, run.id, progress, pool=pool)
         finally:
+            if pool is not None:
+                pool.close()
             store.add_seconds(run.id, time.monotonic() - started)
             store.commit()
             progress.finish()
@@ -117,7 +129,7 @@ def sweep(config: SweepConfig, *, db: str, progress: Progress | None = None) -> 
         store.close()
 
 
-def _execute(config: SweepConfig, store: Store, run: RunInfo, todo: list[Unit], progress: Progress) -> None:
+def _execute(config: SweepConfig, store: Store, run: RunInfo, todo: list[Unit], progress: Progress, pool: Pool | None) -> None:
     def record(outcome: Outcome) -> None:
         if store.add(run.id, outcome):
             progress.outcome(outcome)
@@ -144,8 +156,8 @@ def _execute(config: SweepConfig, store: Store, run: RunInfo, todo: list[Unit], 
         store.unit_state(run.id, unit, "running")
         return store.cases_done(run.id, unit)
 
-    pool = Pool(_work, describe, config, workers=config.workers, timeout=config.timeout, threads=config.threads, log=worker_log(store.path))
-    pool.run(todo, Callbacks(
+    pool.timeout = config.timeout
+    pool.run(todo, close=False, callbacks=Callbacks(
         skip_for=skip_for,
         on_outcome=lambda unit, outcome: record(outcome),
         on_failed=lambda unit, case_id, kind, how, call: record(isolation_outcome(Case.parse(case_id), kind, how, call)),
@@ -154,12 +166,23 @@ def _execute(config: SweepConfig, store: Store, run: RunInfo, todo: list[Unit], 
     ))
 
 
-def shrink_run(config: SweepConfig, store: Store, run_id: int, progress: Progress | None = None) -> None:
-    """The shrink stage: minimise every finding, then diagnose every group (shrink.stage)."""
-    step, log = getattr(progress, "step", None), worker_log(store.path)
-    stage.shrink_findings(config, store, run_id, step=step, log=log)
-    findings, groups = grouping.of_run(store, run_id)
-    stage.diagnose_groups(config, store, run_id, groups, findings, step=step, log=log)
+def shrink_run(config: SweepConfig, store: Store, run_id: int, progress: Progress | None = None, *, pool: Pool | None = None) -> None:
+    """The shrink stage: minimise every finding, then diagnose every group (shrink.stage).
+
+    In ``pool`` when given (the sweep's, whose workers are up already); else in
+    a pool of its own, closed at the end (none with ``workers=0``).
+    """
+    step = getattr(progress, "step", None)
+    own = pool is None and config.workers > 0
+    if own:
+        pool = Pool(_work, _describe, config, workers=config.workers, timeout=config.timeout, threads=config.threads, log=worker_log(store.path))
+    try:
+        stage.shrink_findings(config, store, run_id, step=step, pool=pool)
+        findings, groups = grouping.of_run(store, run_id)
+        stage.diagnose_groups(config, store, run_id, groups, findings, step=step, pool=pool)
+    finally:
+        if own:
+            pool.close()
 
 
 def worker_log(db: str | Path) -> str:

@@ -33,6 +33,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"torchsleuth {_version.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     ops.add_parser(commands)
+    from . import drill  # plants a bug of each class and checks each is caught
+    drill.add_parser(commands)
+    from . import report  # HTML and JUnit reports of a stored run
+    report.add_parser(commands)
+    from . import diff, repro, runs  # the commands over stored runs
+
+    for command in (diff, repro, runs):
+        command.add_parser(commands)
     return parser
 
 

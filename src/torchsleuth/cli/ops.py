@@ -25,6 +25,11 @@ references: every case is judged against the same call on contiguous tensors
 (layout); the all-contiguous case also against float64 on the CPU (precision)
 and, off the CPU, against the CPU (device). Contracts need no reference.
 
+after the sweep every finding is replayed (one that does not recur is flaky,
+not a bug), shrunk to its smallest failing case (the repro is written from
+it), grouped by the arguments that trigger it, and each group diagnosed in
+one sentence; --no-shrink skips this.
+
 examples:
   torchsleuth ops                                  # the whole catalog on the CPU
   torchsleuth ops --ops 'add*,softmax' --dtypes float32,bfloat16
@@ -67,6 +72,8 @@ def add_parser(commands) -> None:
     p.add_argument("--junit", metavar="PATH", help="write JUnit XML for CI to PATH: a suite per op, a test case per "
                    "variant and dtype, failing with its findings; `torchsleuth report` writes it from a stored run too")
     p.add_argument("--list", action="store_true", help="list the ops that --ops selects, with variants and dtypes, and exit")
+    p.add_argument("--no-shrink", action="store_true",
+                   help="report findings as found: no replay, shrinking or diagnosis after the sweep")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
     p.set_defaults(run=run)
 
@@ -109,7 +116,7 @@ def run(args) -> int:
         raise UsageError(f"nothing to sweep: no selected op supports {', '.join(dtypes)} on {device}; `--list` shows each op's dtypes")
     config = SweepConfig(
         command="ops", device=device, ops=ops, dtypes=dtypes, layouts=layouts_, variants=variants,
-        samples=args.samples, workers=args.workers, timeout=args.timeout, imports=imports,
+        samples=args.samples, workers=args.workers, timeout=args.timeout, imports=imports, shrink=not args.no_shrink,
     )
     return finish(config, out=Path(args.out), db=args.db, json_path=args.json, progress=not args.no_progress, junit_path=args.junit)
 

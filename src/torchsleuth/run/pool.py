@@ -114,12 +114,18 @@ class Pool:
         self.context = multiprocessing.get_context("spawn")
         self.slots: list[_Slot] = []
 
-    def run(self, units: Iterable, callbacks: Callbacks) -> None:
-        """Run every unit; what happens arrives through ``callbacks``."""
+    def run(self, units: Iterable, callbacks: Callbacks, *, close: bool = True) -> None:
+        """Run every unit; what happens arrives through ``callbacks``.
+
+        With ``close=False`` the workers stay up for the next ``run`` (the sweep
+        and its shrink stage share them: starting a worker costs seconds);
+        ``close()`` ends them.
+        """
         self.cb = callbacks
         self.queue = list(units)[::-1]
         try:
-            self.slots = [self._start() for _ in range(min(self.workers, len(self.queue)))]
+            while len(self.slots) < min(self.workers, len(self.queue)):
+                self.slots.append(self._start())
             for slot in self.slots:
                 self._next_unit(slot)
             while any(slot.unit is not None for slot in self.slots):
@@ -134,7 +140,10 @@ class Pool:
                     elif slot.in_flight is not None and time.monotonic() - slot.since > self.timeout:
                         self._kill(slot)
                         self._case_failed(slot, "hang", f"no answer after {self.timeout:g} s")
-        finally:
+        except BaseException:
+            self.close()
+            raise
+        if close:
             self.close()
 
     # --- workers --------------------------------------------------------------------------

@@ -16,7 +16,9 @@ are loaded as they were for the sweep):
 
 Both skip what the store already has, so a sweep killed while shrinking
 resumes here. With ``workers=0`` both run in this process, as the
-sweep did (tests plant kernels in-process).
+sweep did (tests plant kernels in-process). Otherwise both run in the
+sweep's own pool, whose workers are up already and have loaded the user's
+``--import`` modules.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class Job:
     shrunk: tuple[Finding, ...] = ()
 
 
-def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | None = None, log: str | None = None) -> None:
+def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | None = None, pool: Pool | None = None) -> None:
     """Shrink every finding of run ``run_id`` that the store has no result for."""
     done = store.shrunk(run_id)
     todo = [f for f in store.findings(run_id) if f.id not in done]
@@ -57,10 +59,10 @@ def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | Non
         jobs.setdefault(f"{finding.opinfo}|{finding.dtype}|{finding.device}", []).append(finding)
     _run([Job(key=k, findings=tuple(v)) for k, v in jobs.items()], _shrink_work, config,
          _recorder(store.add_shrunk, run_id, "shrinking", len(todo), step),
-         failed=lambda f, how: Shrunk(finding=f.id, status="kept", case_id=f.case_id, reason=f"replaying it {how}"), log=log)
+         failed=lambda f, how: Shrunk(finding=f.id, status="kept", case_id=f.case_id, reason=f"replaying it {how}"), pool=pool)
 
 
-def diagnose_groups(config: SweepConfig, store, run_id: int, groups, findings: list[Finding], *, step: Step | None = None, log: str | None = None) -> None:
+def diagnose_groups(config: SweepConfig, store, run_id: int, groups, findings: list[Finding], *, step: Step | None = None, pool: Pool | None = None) -> None:
     """Diagnose each of ``groups`` not diagnosed yet, from its first shrunk finding."""
     shrunk = store.shrunk(run_id)
     by_id = {f.id: f for f in findings}
@@ -70,7 +72,7 @@ def diagnose_groups(config: SweepConfig, store, run_id: int, groups, findings: l
         first = next((by_id[i] for i in g.findings if _diagnosable(shrunk.get(i))), None)
         if g.id not in diagnosed and first is not None:
             jobs.append(Job(key=g.id, findings=(first,), groups=(g.id,), shrunk=(shrunk[first.id].replay,)))
-    _run(jobs, _diagnose_work, config, _recorder(store.add_diagnosis, run_id, "diagnosing", len(jobs), step), failed=None, log=log)
+    _run(jobs, _diagnose_work, config, _recorder(store.add_diagnosis, run_id, "diagnosing", len(jobs), step), failed=None, pool=pool)
 
 
 def _recorder(add, run_id: int, name: str, total: int, step: Step | None):
@@ -91,8 +93,13 @@ def _diagnosable(shrunk: Shrunk | None) -> bool:
     return shrunk is not None and shrunk.status == "shrunk" and shrunk.replay is not None
 
 
-def _run(jobs: list[Job], work, config: SweepConfig, record, *, failed, log: str | None = None) -> None:
-    """Every job through ``work``; ``failed(finding, how)`` is what a finding gets when its job failed."""
+def _run(jobs: list[Job], work, config: SweepConfig, record, *, failed, pool: Pool | None) -> None:
+    """Every job through ``work`` (in ``pool``, or here when ``config.workers`` is 0).
+
+    ``failed(finding, how)`` is what a finding gets when its job failed. The
+    pool's work function hands a ``Job`` to ``stage.work``, which picks
+    ``work`` by the job's kind.
+    """
     if not jobs:
         return
     by_id = {f.id: f for job in jobs for f in job.findings}
@@ -108,7 +115,7 @@ def _run(jobs: list[Job], work, config: SweepConfig, record, *, failed, log: str
             if finding.id not in done and failed is not None:
                 recorded(finding.id, failed(finding, how))
 
-    if config.workers == 0:
+    if pool is None:
         for job in jobs:
             begun = None
             try:
@@ -127,8 +134,8 @@ def _run(jobs: list[Job], work, config: SweepConfig, record, *, failed, log: str
         if failed is not None:
             recorded(finding_id, failed(by_id[finding_id], f"{'crashed' if kind == 'crash' else 'hung'}: {how}"))
 
-    pool = Pool(work, _no_description, config, workers=config.workers, timeout=shrinker.MAX_SECONDS + config.timeout + _SLACK_SECONDS, threads=config.threads, log=log)
-    pool.run(jobs, Callbacks(
+    pool.timeout = shrinker.MAX_SECONDS + config.timeout + _SLACK_SECONDS
+    pool.run(jobs, close=False, callbacks=Callbacks(
         skip_for=lambda job: set(),
         on_outcome=on_outcome,
         on_failed=on_failed,
@@ -137,11 +144,15 @@ def _run(jobs: list[Job], work, config: SweepConfig, record, *, failed, log: str
     ))
 
 
+def work(job: Job, config: SweepConfig, skip: frozenset[str], only: str | None) -> Iterator[tuple[str, object]]:
+    """A worker's part of the stage: a diagnosis job (it names groups) or a shrink job."""
+    return (_diagnose_work if job.groups else _shrink_work)(job, config, skip, only)
+
+
 def _shrink_work(job: Job, config: SweepConfig, skip: frozenset[str], only: str | None) -> Iterator[tuple[str, object]]:
     from ..engine import run_case
     from .shrinker import shrink
 
-    _load(config)
     healthy = _health(config)
     for finding in job.findings:
         if finding.id in skip or (only is not None and finding.id != only):
@@ -157,7 +168,6 @@ def _diagnose_work(job: Job, config: SweepConfig, skip: frozenset[str], only: st
     from ..engine import run_case
     from .diagnose import diagnose
 
-    _load(config)
     healthy = _health(config)
     for finding, group, shrunk in zip(job.findings, job.groups, job.shrunk):
         if finding.id in skip or (only is not None and finding.id != only):
@@ -174,15 +184,3 @@ def _health(config: SweepConfig):
     from ..engine import device_works
 
     return lambda: device_works(config.device)
-
-
-def _load(config: SweepConfig) -> None:
-    from ..sweep import load_imports
-
-    if config.workers and not getattr(_load, "loaded", False):
-        load_imports(config.imports)
-        _load.loaded = True
-
-
-def _no_description(job, config, case_id):
-    return None
