@@ -27,19 +27,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import ops
+    from . import diff, drill, ops, report, repro, runs
 
     parser = _Parser(prog="torchsleuth", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"torchsleuth {_version.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    ops.add_parser(commands)
-    from . import drill  # plants a bug of each class and checks each is caught
-    drill.add_parser(commands)
-    from . import report  # HTML and JUnit reports of a stored run
-    report.add_parser(commands)
-    from . import diff, repro, runs  # the commands over stored runs
-
-    for command in (diff, repro, runs):
+    # the sweep; then what reads its store back; then the drill
+    for command in (ops, report, diff, repro, runs, drill):
         command.add_parser(commands)
     return parser
 
