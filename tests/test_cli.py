@@ -28,27 +28,10 @@ from torchsleuth.dtypes import NAMES as DTYPE_NAMES
 SMALL = ["--ops", "addcmul", "--dtypes", "float32", "--samples", "1", "--workers", "1", "--no-progress"]
 TIMEOUT = 300
 
-# A bad kernel, registered by torch.library in every worker that imports this file:
-# in-place addcmul_ drops its write when self is not contiguous. The good result
-# is computed from other ops, so the plant does not call itself.
-PLANT = '''
-import warnings
-
-import torch
-
-_lib = torch.library.Library("aten", "IMPL")
-
-
-def _addcmul_(self, tensor1, tensor2, *, value=1):
-    if not self.is_contiguous():
-        return self  # the planted bug: the write is dropped
-    return self.copy_(torch.add(self, torch.mul(torch.mul(tensor1, tensor2), value)))
-
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
-    _lib.impl("addcmul_", _addcmul_, "CPU")
-'''
+# A bad kernel for every worker that imports this file (--import as a .py file):
+# torchsleuth drill's dropped_write plant, in-place addcmul_ dropping its write
+# when self is not contiguous.
+PLANT = "from torchsleuth.drill.plants.dropped_write import library  # noqa: F401\n"
 
 
 def command(*args: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 One sweep for the module: in-place ``addcmul_`` with a planted kernel that
 drops its writes on a non-contiguous ``self``, loaded in this process from
-``plant_addcmul.py``, the same file the repro script is later run after. A
+``torchsleuth.drill``'s kernels, the same kernel the repro script is later run after. A
 second, unfinished run is stored next to it, as a killed sweep leaves one.
 The printed script is then run in fresh interpreters with and without the
 plant: it must fail while the bug is there and pass on the real kernel.
@@ -10,7 +10,6 @@ plant: it must fail while the bug is there and pass on the real kernel.
 
 from __future__ import annotations
 
-import runpy
 import subprocess
 import sys
 
@@ -18,44 +17,29 @@ import pytest
 
 from torchsleuth import SweepConfig, resolve_ops, sweep
 from torchsleuth.cli.main import main
+from torchsleuth.drill.kernels import addcmul_dropping_noncontiguous_writes
+from torchsleuth.drill.override import planted
 from torchsleuth.report.groups import of_run
 from torchsleuth.store.sqlite import Store
 
-PLANT = '''
-import warnings
-
-import torch
-
-_lib = torch.library.Library("aten", "IMPL")
-
-
-def _addcmul_(self, tensor1, tensor2, *, value=1):
-    if not self.is_contiguous():
-        return self  # the planted bug: the write is dropped
-    return self.copy_(torch.add(self, torch.mul(torch.mul(tensor1, tensor2), value)))
-
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
-    _lib.impl("addcmul_", _addcmul_, "CPU")
-'''
+# The planted kernel of ``torchsleuth drill``'s dropped_write class, in a fresh interpreter.
+PLANT_MODULE = "torchsleuth.drill.plants.dropped_write"
 
 # Runs a script after importing the plant module from the working directory.
-WITH_PLANT = "import runpy, sys; import plant_addcmul; runpy.run_path(sys.argv[1], run_name='__main__')"
+WITH_PLANT = f"import runpy, sys; import {PLANT_MODULE}; runpy.run_path(sys.argv[1], run_name='__main__')"
 
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
     folder = tmp_path_factory.mktemp("commands")
-    (folder / "plant_addcmul.py").write_text(PLANT)
     db = folder / "runs.db"
     config = SweepConfig(ops=resolve_ops("addcmul"), dtypes=("float32",), variants=("inplace",),
                          layouts=("contiguous", "transposed"), samples=1, workers=0)
-    plant = runpy.run_path(str(folder / "plant_addcmul.py"))
+    library = planted("addcmul_", addcmul_dropping_noncontiguous_writes)  # in this process, for this sweep only
     try:
         result = sweep(config, db=str(db))
     finally:
-        plant["_lib"]._destroy()
+        library._destroy()
     assert result.findings, result.statuses
     # a sweep killed before its end: started, never finished
     store = Store(db)

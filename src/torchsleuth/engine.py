@@ -21,7 +21,6 @@ from typing import Iterator
 
 import torch
 
-from .cases import layouts as layout_rules
 from .cases import opinfo
 from .cases.plan import cases_for, spread
 from .cases.records import Case, Unit

@@ -18,7 +18,6 @@ import importlib
 import runpy
 import time
 from pathlib import Path
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 

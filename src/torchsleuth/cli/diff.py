@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -11,6 +10,7 @@ from pathlib import Path
 from .._version import __version__
 from ..errors import ExitCode, UsageError
 from ..store.runs import DEFAULT_DB, FORMS
+from .arguments import command
 
 EPILOG = f"""\
 RUN_A and RUN_B are each {FORMS}:
@@ -48,10 +48,7 @@ examples:
 
 
 def add_parser(commands) -> None:
-    p = commands.add_parser(
-        "diff", help="new, fixed and still failing finding groups between two stored runs",
-        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(commands, "diff", "new, fixed and still failing finding groups between two stored runs", __doc__, EPILOG)
     p.add_argument("run_a", metavar="RUN_A", help="the older or reference run (forms below)")
     p.add_argument("run_b", metavar="RUN_B", help="the newer run, judged against RUN_A")
     p.add_argument("--db", metavar="PATH", help=f"the database that run ids and 'latest' refer to (default {DEFAULT_DB})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import ExitCode, UsageError
-from .ops import _count, _cpus, _creatable_dir
+from .arguments import command, count, cpus, creatable_dir
 
 
 def _epilog() -> str:
@@ -47,12 +47,9 @@ examples:
 
 
 def add_parser(commands) -> None:
-    p = commands.add_parser(
-        "drill", help="plant a bug of each class and check that each is caught (can a clean report be trusted?)",
-        description=__doc__, epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(commands, "drill", "plant a bug of each class and check that each is caught (can a clean report be trusted?)", __doc__, _epilog())
     p.add_argument("--classes", metavar="LIST", help="bug classes to drill, comma-separated (see below); default: all")
-    p.add_argument("--workers", type=_workers, default=_cpus(), metavar="N",
+    p.add_argument("--workers", type=_workers, default=cpus(), metavar="N",
                    help="sweeps run at once, each in a worker process of its own (default: one per CPU; at least 1)")
     p.add_argument("--json", metavar="PATH", help="write the results (a findings file with the drill's fields) to PATH")
     p.add_argument("--no-shrink", action="store_true",
@@ -64,7 +61,7 @@ def add_parser(commands) -> None:
 
 def _workers(text: str) -> int:
     try:
-        value = _count(text)
+        value = count(text)
     except argparse.ArgumentTypeError:
         value = 0
     if value < 1:
@@ -80,7 +77,7 @@ def run(args) -> int:
     from ..drill import BY_NAME, NAMES, drill, report
 
     names = resolve_names(args.classes, NAMES, "class", NAMES)
-    if args.json and (Path(args.json).is_dir() or not _creatable_dir(Path(args.json).resolve().parent)):
+    if args.json and (Path(args.json).is_dir() or not creatable_dir(Path(args.json).resolve().parent)):
         raise UsageError(f"cannot write the --json file {args.json!r}: not a writable file path")
     progress = report.LineProgress(workers=args.workers, enabled=not args.no_progress)
     result = drill([BY_NAME[name] for name in names], workers=args.workers, shrink=not args.no_shrink, progress=progress)

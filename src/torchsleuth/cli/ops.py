@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
-import os
 from pathlib import Path
 
 from .. import config as config_module
 from ..cases import layouts
-from ..cases.records import DEFAULT_DTYPES, LAYOUTS, VARIANTS
+from ..cases.records import DEFAULT_DTYPES, VARIANTS
 from ..errors import ExitCode, UsageError
+from .arguments import command, count, cpus, creatable_dir, seconds, writable_file
 
 EPILOG = f"""\
 layouts (--layouts, comma-separated; default all):
@@ -39,29 +38,19 @@ examples:
 """
 
 
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def add_parser(commands) -> None:
-    p = commands.add_parser(
-        "ops", help="sweep ops across layouts, variants, dtypes and devices",
-        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(commands, "ops", "sweep ops across layouts, variants, dtypes and devices", __doc__, EPILOG)
     p.add_argument("--ops", metavar="NAMES", help="op names or globs, comma-separated ('add*,softmax'); default: every op")
     p.add_argument("--device", default="cpu", help="device to test: cpu, cuda, cuda:1, mps, ... (default: cpu)")
     p.add_argument("--dtypes", metavar="LIST", help="dtypes to test, comma-separated, or 'all'")
     p.add_argument("--layouts", metavar="LIST", help="layouts to test, comma-separated (see below)")
     p.add_argument("--variants", metavar="LIST", help="variants to test: functional, method, inplace, out, backward")
-    p.add_argument("--samples", type=_count, default=config_module.DEFAULT_SAMPLES, metavar="N",
+    p.add_argument("--samples", type=count, default=config_module.DEFAULT_SAMPLES, metavar="N",
                    help=f"OpInfo samples per op and dtype, spread over its list, leaving out samples over 2^18 elements "
                         f"(default {config_module.DEFAULT_SAMPLES}; 0: every sample)")
-    p.add_argument("--workers", type=_count, default=_cpus(), metavar="N",
+    p.add_argument("--workers", type=count, default=cpus(), metavar="N",
                    help="worker processes (default: one per CPU); 0 runs in this process, without crash isolation")
-    p.add_argument("--timeout", type=_seconds, default=config_module.DEFAULT_TIMEOUT, metavar="SECONDS",
+    p.add_argument("--timeout", type=seconds, default=config_module.DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"a case running longer is a hang (default {config_module.DEFAULT_TIMEOUT:g})")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="module or .py file every worker imports first, e.g. to register kernels (repeatable)")
@@ -76,26 +65,6 @@ def add_parser(commands) -> None:
                    help="report findings as found: no replay, shrinking or diagnosis after the sweep")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
     p.set_defaults(run=run)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
-    return value
 
 
 def run(args) -> int:
@@ -141,25 +110,11 @@ def _imports(names: list[str]) -> tuple[str, ...]:
 
 def writable_outputs(out: Path, json_path: str | None, junit_path: str | None = None) -> None:
     """Refuse, before any work and without creating anything, output paths that cannot be written."""
-    if not _creatable_dir(out):
+    if not creatable_dir(out):
         raise UsageError(f"cannot write to --out {str(out)!r}: give a writable directory (it is made if missing)")
     for flag, path in (("--json", json_path), ("--junit", junit_path)):
         if path:
             writable_file(path, flag)
-
-
-def writable_file(path: str | Path, flag: str) -> None:
-    """Refuse a file path that cannot be written (a folder, or under a regular file or a read-only folder)."""
-    if Path(path).is_dir() or not _creatable_dir(Path(path).resolve().parent):
-        raise UsageError(f"cannot write the {flag} file {str(path)!r}: not a writable file path")
-
-
-def _creatable_dir(path: Path) -> bool:
-    """Whether ``path`` is a writable directory, or could be made one under a writable one."""
-    path = path.resolve()
-    while not path.exists():
-        path = path.parent
-    return path.is_dir() and os.access(path, os.W_OK)
 
 
 def finish(config, *, out: Path, db: str | None, json_path: str | None, progress: bool, junit_path: str | None = None) -> int:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from ..errors import ExitCode
 from ..store.runs import DEFAULT_DB, FORMS
+from .arguments import command
 
 EPILOG = f"""\
 RUN is {FORMS}
@@ -37,10 +37,7 @@ examples:
 
 
 def add_parser(commands) -> None:
-    p = commands.add_parser(
-        "report", help="write a stored run as a self-contained HTML report (and JUnit XML)",
-        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(commands, "report", "write a stored run as a self-contained HTML report (and JUnit XML)", __doc__, EPILOG)
     p.add_argument("run_spec", metavar="RUN", help="the run: an id, 'latest', a database file, or FILE:ID")
     p.add_argument("--db", metavar="PATH", default=None, help=f"the SQLite file a sweep wrote (default {DEFAULT_DB})")
     p.add_argument("-o", "--output", metavar="FILE.html",
@@ -53,7 +50,7 @@ def run(args) -> int:
     from ..report import html, junit, view
     from ..store.runs import open_run
     from ..sweep import result as stored_result
-    from .ops import writable_file
+    from .arguments import writable_file
 
     # the outputs first, so that a typo costs nothing; the default output's folder is the database's
     if args.output:

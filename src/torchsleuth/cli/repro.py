@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from ..errors import ExitCode, UsageError
 from ..store.runs import DEFAULT_DB, FORMS
+from .arguments import command
 
 EPILOG = f"""\
 FINDING_ID is a finding's id as the sweep's summary, the findings file
@@ -30,10 +30,7 @@ examples:
 
 
 def add_parser(commands) -> None:
-    p = commands.add_parser(
-        "repro", help="print or write the standalone repro script of one finding",
-        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(commands, "repro", "print or write the standalone repro script of one finding", __doc__, EPILOG)
     p.add_argument("finding_id", metavar="FINDING_ID", help="the finding's id, f-...")
     p.add_argument("--db", metavar="PATH", default=DEFAULT_DB, help=f"the SQLite file a sweep wrote (default {DEFAULT_DB})")
     p.add_argument("-o", "--output", metavar="PATH", help="write the script to PATH (a folder: PATH/FINDING_ID.py) instead of printing it")

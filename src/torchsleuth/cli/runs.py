@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 
 from ..errors import ExitCode
 from ..store.runs import DEFAULT_DB, FORMS
+from .arguments import command
 
 EPILOG = f"""\
 Each sweep is one run in the database (--db, default {DEFAULT_DB}): its
@@ -24,10 +24,7 @@ examples:
 
 
 def add_parser(commands) -> None:
-    p = commands.add_parser(
-        "runs", help="list the runs stored in a database",
-        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(commands, "runs", "list the runs stored in a database", __doc__, EPILOG)
     p.add_argument("--db", metavar="PATH", default=DEFAULT_DB, help=f"the SQLite file a sweep wrote (default {DEFAULT_DB})")
     p.set_defaults(run=run)
 

@@ -29,9 +29,12 @@ from .records import Mismatch
 
 
 def unreadable(ctx: Context) -> bool:
-    """A result whose storage cannot be read (a kernel that corrupted it); nothing else can be judged then."""
-    for path, t in cmp.flatten(ctx.ev.ran.result):
-        if isinstance(t, torch.Tensor) and not cmp.readable(t):
+    """A result or written tensor whose storage cannot be read (a kernel corrupted it); nothing else can be judged then."""
+    written = [(path, ctx.ev.prepared.tensors[path]) for path in sorted(ctx.ev.prepared.written)]
+    seen = set()
+    for path, t in cmp.flatten(ctx.ev.ran.result) + written:
+        if isinstance(t, torch.Tensor) and id(t) not in seen and not cmp.readable(t):
+            seen.add(id(t))
             kind = "out_ignored" if ctx.case.variant == "out" else "mismatch"
             ctx.report(
                 kind, "contract", f"{ctx.name()} returns {path} with a storage whose data pointer is invalid",

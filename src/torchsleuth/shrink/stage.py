@@ -30,7 +30,7 @@ from ..config import SweepConfig
 from ..judge.records import Finding
 from ..run.pool import Callbacks, DeviceLost, Pool
 from . import shrinker
-from .records import Diagnosis, Shrunk
+from .records import Shrunk
 from .shrinker import LOST
 
 # A finding whose shrinking or diagnosis runs this much longer than its

@@ -1,0 +1,55 @@
+"""What the commands' arguments share: the parser of a command, numbers, CPUs, writable paths."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from ..errors import UsageError
+
+
+def command(commands, name: str, help: str, doc: str | None, epilog: str) -> argparse.ArgumentParser:
+    """A subcommand's parser: one-line help, the module's docstring, an epilog of examples kept as written."""
+    return commands.add_parser(name, help=help, description=doc, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
+def writable_file(path: str | Path, flag: str) -> None:
+    """Refuse a file path that cannot be written (a folder, or under a regular file or a read-only folder)."""
+    if Path(path).is_dir() or not creatable_dir(Path(path).resolve().parent):
+        raise UsageError(f"cannot write the {flag} file {str(path)!r}: not a writable file path")
+
+
+def creatable_dir(path: Path) -> bool:
+    """Whether ``path`` is a writable directory, or could be made one under a writable one."""
+    path = path.resolve()
+    while not path.exists():
+        path = path.parent
+    return path.is_dir() and os.access(path, os.W_OK)
