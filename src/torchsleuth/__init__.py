@@ -18,6 +18,7 @@ from .config import SweepConfig
 from .errors import ExitCode, UsageError
 from .judge.records import Finding, Mismatch, Outcome
 from .sweep import SweepResult, sweep
+from .watch import watch
 
 __all__ = [
     "DEFAULT_DTYPES",
@@ -35,4 +36,5 @@ __all__ = [
     "__version__",
     "resolve_ops",
     "sweep",
+    "watch",
 ]

@@ -27,13 +27,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import diff, drill, ops, report, repro, runs
+    from . import diff, drill, ops, report, repro, runs, watch
 
     parser = _Parser(prog="torchsleuth", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"torchsleuth {_version.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    # the sweep; then what reads its store back; then the drill
-    for command in (ops, report, diff, repro, runs, drill):
+    # the sources of findings; then what reads the store back; then the drill
+    for command in (ops, watch, report, diff, repro, runs, drill):
         command.add_parser(commands)
     return parser
 

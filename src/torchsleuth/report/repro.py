@@ -112,6 +112,9 @@ def _check_of(finding: Finding) -> str:
 
 def _why_not(finding: Finding) -> str:
     call = finding.call
+    if finding.kind == "invariant":
+        return ("an invariant of a training step (a parameter or the optimizer's state) is no single call; "
+                "the op findings of the same watch, if any, name the call and have repro scripts")
     if call is None:
         return (
             "the call was not recorded (a crash or hang is seen from outside the worker, before its "

@@ -110,6 +110,11 @@ def render(report: view.ReportView, *, console: Console | None = None, written: 
         for group in report.groups[:ROWS]:
             if group.diagnosis:
                 console.print(Text.assemble((f"{group.id} diagnosis: ", "bold"), group.diagnosis))
+            elif report.run.command == "watch":  # no diagnosis there: what each finding says, and where it was issued
+                for finding in group.findings:
+                    console.print(Text.assemble((f"{group.id}: ", "bold"), finding.summary))
+                    if finding.detail:
+                        console.print(Text(f"    {finding.detail}", style="dim"))
     else:
         console.print("[green]no findings[/]")
 

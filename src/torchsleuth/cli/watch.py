@@ -1,0 +1,108 @@
+"""``torchsleuth watch``: run a training script unchanged and find the op in its step that is wrong."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+from ..errors import ExitCode, UsageError
+from .arguments import command, count
+
+EPILOG = """\
+what it checks:
+  invariants around every optimizer.step(): gradients reach every parameter that
+  requires grad; no NaN or inf in gradients or parameters; each parameter with a
+  nonzero gradient changes; the optimizer's state is written. A violation names
+  the parameter by its module path (encoder.weight) with its shape, stride,
+  contiguity, dtype and device.
+
+  shadow replay (unless --invariants-only): every aten op of the forward,
+  backward and optimizer step is made again on copies of its tensors and judged
+  as `torchsleuth ops` judges a case: against the same call on contiguous
+  tensors, in float64, and the contracts (an in-place result reaches self,
+  nothing is written outside a view). A finding names the op, the layouts of
+  its arguments, where it was issued (module, backward node or optimizer),
+  which parameter or optimizer state its tensors are, and the script's stack.
+
+examples:
+  torchsleuth watch train.py --epochs 1              # the script's own arguments follow it
+  torchsleuth watch --every 10 --sample 0.2 train.py # judge every 10th step, a fifth of its ops
+  torchsleuth watch --invariants-only train.py       # cheapest: invariants only
+  torchsleuth watch --import my_kernels.py train.py  # with kernels registered by torch.library
+
+in Python: `with torchsleuth.watch() as w: train()`, then `w.findings`.
+"""
+
+
+def add_parser(commands) -> None:
+    p = command(commands, "watch", "run a training script and find the op in its step that is wrong", __doc__, EPILOG)
+    p.add_argument("--every", type=_positive, default=1, metavar="N", help="judge the ops of every N-th optimizer step (default 1)")
+    p.add_argument("--sample", type=_fraction, default=1.0, metavar="F", help="judge this fraction of the ops, at random (default 1)")
+    p.add_argument("--invariants-only", action="store_true", help="check the training invariants only: no shadow replay")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="module or .py file imported first, e.g. to register kernels (repeatable)")
+    p.add_argument("--out", default="torchsleuth-out", metavar="DIR", help="where repro scripts go (default ./torchsleuth-out)")
+    p.add_argument("--db", metavar="PATH", help="SQLite file the findings are stored in (default DIR/runs.db)")
+    p.add_argument("--json", metavar="PATH", help="write the findings file (DESIGN.md's schema) to PATH")
+    p.add_argument("script", metavar="SCRIPT", help="the training script, run as `python SCRIPT ARGS` would run it")
+    p.add_argument("script_args", nargs="...", metavar="ARGS", help="the script's own arguments")
+    p.set_defaults(run=run)
+
+
+def _positive(text: str) -> int:
+    value = count(text)
+    if value < 1:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}")
+    return value
+
+
+def run(args) -> int:
+    from ..report import terminal
+    from ..report.outputs import write_outputs
+    from ..sweep import load_imports
+    from ..watch import watch
+    from .ops import _imports, writable_outputs
+
+    script = Path(args.script)
+    if not script.is_file():
+        raise UsageError(f"no script {args.script!r}: give the path of a Python file, then its arguments")
+    out = Path(args.out)
+    writable_outputs(out, args.json)
+    db = args.db or str(out / "runs.db")
+    load_imports(_imports(args.imports))
+    argv = sys.argv
+    sys.argv = [str(script), *args.script_args]
+    sys.path.insert(0, str(script.resolve().parent))
+    status = 0
+    with watch(db=db, every=args.every, sample=args.sample, invariants_only=args.invariants_only,
+               program=" ".join(sys.argv)) as session:
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as e:  # the script's own exit: keep what was found
+            status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        finally:
+            sys.argv = argv
+            if sys.path and sys.path[0] == str(script.resolve().parent):
+                sys.path.pop(0)
+    result = session.result
+    groups, written = write_outputs(result, out=out, json_path=args.json)
+    written["database"] = f"{db} (run {result.run.id})"
+    terminal.summary(result, groups=groups, written=written)
+    if status:
+        print(f"the script exited with status {status}", file=sys.stderr)
+    return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN

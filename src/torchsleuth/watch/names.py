@@ -1,0 +1,66 @@
+"""Naming what a training step touches the way its author does: ``encoder.weight``, ``exp_avg_sq of encoder.weight``.
+
+Design note. The optimizer holds parameters, not names. The names live in
+the modules, which ``watch`` does not get handed (``torchsleuth watch
+train.py`` runs the script unchanged), so on an optimizer's first step the
+live ``nn.Module`` objects are looked up once (``gc``) and every parameter
+is named by its path from the outermost module that holds it. A tensor is
+recognised later by its storage and offset, so the optimizer state made
+with ``zeros_like(param)`` and views of a parameter are named too.
+"""
+
+from __future__ import annotations
+
+import gc
+import warnings
+
+import torch
+
+
+def _live_modules() -> list[torch.nn.Module]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # isinstance on some of torch's lazy objects warns of deprecation
+        return [o for o in gc.get_objects() if isinstance(o, torch.nn.Module)]
+
+
+def module_names() -> dict[int, str]:
+    """``id(module)`` -> its path from the outermost live module holding it ("" for a root)."""
+    modules = _live_modules()
+    children = {id(child) for m in modules for child in m.children()}
+    found: dict[int, str] = {}
+    for root in modules:
+        if id(root) in children:
+            continue
+        for name, module in root.named_modules():
+            found.setdefault(id(module), name)
+    return found
+
+
+def parameter_names() -> dict[int, str]:
+    """``id(parameter)`` -> ``encoder.weight``, over every live module tree."""
+    modules = _live_modules()
+    children = {id(child) for m in modules for child in m.children()}
+    found: dict[int, str] = {}
+    for root in modules:
+        if id(root) in children:
+            continue
+        for name, parameter in root.named_parameters(remove_duplicate=False):
+            found.setdefault(id(parameter), name)
+    return found
+
+
+def where(t: torch.Tensor) -> tuple[int, int]:
+    """What identifies a tensor's memory: its storage's address and its offset in it."""
+    try:
+        return t.untyped_storage().data_ptr(), t.storage_offset()
+    except (RuntimeError, NotImplementedError):
+        return 0, -1
+
+
+def describe(t: torch.Tensor) -> str:
+    """A tensor's properties, as the seed story compared them one by one."""
+    contiguity = "contiguous" if t.is_contiguous() else "non-contiguous"
+    return (
+        f"shape {list(t.shape)}, stride {list(t.stride())}, {contiguity}, "
+        f"{str(t.dtype).removeprefix('torch.')}, {t.device}"
+    )

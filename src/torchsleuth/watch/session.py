@@ -1,0 +1,162 @@
+"""``torchsleuth.watch()``: a block of a training program, watched; what it found, stored and reported.
+
+Design note. Entering the block installs, process-wide and until it exits:
+
+* global optimizer step hooks (``torch.optim.optimizer.register_optimizer_step_pre_hook``
+  and ``..._post_hook``): the invariants around each step (watch.invariants),
+  the step count, and the names of parameters and optimizer state for the
+  shadow replay's findings;
+* global module forward hooks, so a finding says which module's forward
+  issued its op;
+* unless ``invariants_only``, the shadow replay's dispatch mode
+  (watch.shadow).
+
+On exit the findings (invariants first, then the ops in the order they
+failed) are stored as a run of command ``watch`` in the same SQLite store as
+``torchsleuth ops`` (``db``), so ``report``, ``diff`` and ``repro`` read them
+the same way, and the result is the same ``SweepResult``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+from .. import _version
+from ..cases.records import Case
+from ..judge.records import Finding, Outcome
+from ..store.sqlite import Store
+from . import names as naming
+from .invariants import StepChecks
+from .shadow import Context, ShadowMode
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WatchConfig:
+    """What was watched and how (stored with the run, like an ops sweep's config)."""
+
+    command: str = "watch"
+    device: str = "cpu"
+    program: str = ""  # the script and its arguments, or the block's caller
+    every: int = 1
+    sample: float = 1.0
+    invariants_only: bool = False
+
+    def key(self) -> str:
+        # every watch is a run of its own: a program is not resumed
+        return hashlib.sha256(json.dumps([dataclasses.asdict(self), time.time()]).encode()).hexdigest()[:16]
+
+
+class Watch:
+    """What a watched block found so far; ``result`` once the block has ended."""
+
+    def __init__(self, config: WatchConfig):
+        self.config = config
+        self.checks = StepChecks(config.device)
+        self.context = Context()
+        self.shadow = None if config.invariants_only else ShadowMode(self.context, every=config.every, sample=config.sample)
+        self.result = None
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.checks.findings + (self.shadow.findings if self.shadow else [])
+
+    # --- hooks ------------------------------------------------------------------------
+
+    def _pre_step(self, optimizer, args, kwargs) -> None:
+        self.context.optimizer = type(optimizer).__name__
+        self.context.refresh_names = lambda: self._name_tensors(optimizer)
+        self._name_tensors(optimizer)
+        self.checks.before(optimizer)
+
+    def _post_step(self, optimizer, args, kwargs) -> None:
+        self.checks.after(optimizer)
+        self._name_tensors(optimizer)  # state made during the step (Adam's on its first)
+        self.context.optimizer = ""
+        self.context.refresh_names = lambda: None
+        self.context.step += 1
+
+    def _name_tensors(self, optimizer) -> None:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                name = self.checks.name(p)
+                self.context.tensor_names[naming.where(p)[0]] = name
+                if p.grad is not None:
+                    self.context.tensor_names[naming.where(p.grad)[0]] = f"the gradient of {name}"
+                for key, value in optimizer.state.get(p, {}).items():
+                    if isinstance(value, torch.Tensor) and value.numel() > 1:
+                        self.context.tensor_names[naming.where(value)[0]] = f"{key} of {name} (optimizer state)"
+
+    def _forward_pre(self, module, args) -> None:
+        if self._modules is None or id(module) not in self._modules:
+            self._modules = naming.module_names()
+        self.context.modules.append(self._modules.get(id(module), type(module).__name__))
+
+    def _forward_post(self, module, args, output) -> None:
+        if self.context.modules:
+            self.context.modules.pop()
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator["Watch"]:
+        from torch.nn.modules import module as nn_module
+        from torch.optim import optimizer as optim_module
+
+        self._modules = None
+        handles = [
+            optim_module.register_optimizer_step_pre_hook(self._pre_step),
+            optim_module.register_optimizer_step_post_hook(self._post_step),
+            nn_module.register_module_forward_pre_hook(self._forward_pre),
+            nn_module.register_module_forward_hook(self._forward_post),
+        ]
+        try:
+            if self.shadow is not None:
+                with self.shadow:
+                    yield self
+            else:
+                yield self
+        finally:
+            for handle in handles:
+                handle.remove()
+
+
+@contextlib.contextmanager
+def watch(*, db: str | None = None, every: int = 1, sample: float = 1.0, invariants_only: bool = False,
+          device: str = "cpu", program: str = "") -> Iterator[Watch]:
+    """Watch the block: invariants around every optimizer step, and (unless ``invariants_only``) every op judged.
+
+    ``with torchsleuth.watch() as w: train()`` then ``w.findings``; with ``db``
+    the findings are stored as a run (``w.result`` is its ``SweepResult``).
+    """
+    config = WatchConfig(device=device, program=program, every=every, sample=sample, invariants_only=invariants_only)
+    session = Watch(config)
+    started = time.monotonic()
+    try:
+        with session.active():
+            yield session
+    finally:
+        if db is not None:
+            session.result = store(session, db, seconds=time.monotonic() - started)
+
+
+def store(session: Watch, db: str, *, seconds: float):
+    """The watch's findings as a run in the store; its ``SweepResult``."""
+    from ..sweep import result
+
+    with contextlib.closing(Store(db)) as st:
+        run, _ = st.start(session.config, torch_version=torch.__version__, version=_version.__version__)
+        judged = session.shadow.judged if session.shadow else 0
+        for finding in session.findings:
+            st.add(run.id, Outcome(case=Case.parse(finding.case_id), status="finding", findings=(finding,)))
+        st.note(run.id, "watch", f"{session.context.step} optimizer steps; {judged} ops judged")
+        for reason, count in (session.shadow.errors.most_common() if session.shadow else ()):
+            st.note(run.id, "not judged", f"{count} call(s): {reason}")
+        st.add_seconds(run.id, seconds)
+        st.finish(run.id)
+        return result(st, run.id)

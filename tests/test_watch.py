@@ -1,0 +1,131 @@
+"""``torchsleuth watch``: the seed story as a command, planted faults localised, real models clean."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from torchsleuth import watch
+from torchsleuth.drill.override import planted
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+sys.path.insert(0, str(SCENARIOS))
+
+import models  # noqa: E402
+import sae  # noqa: E402
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "torchsleuth.cli.main", "watch", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+# --- the scenario: the seed story's sparse autoencoder, with and without the bug -------------
+
+
+def test_watch_names_the_frozen_encoder_weight_and_the_dropped_write(tmp_path):
+    run = cli("--import", str(SCENARIOS / "sae_plant.py"), "--out", str(tmp_path / "out"), "--json", str(tmp_path / "f.json"),
+              str(SCENARIOS / "sae.py"), "5", cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    text = " ".join(run.stdout.split())  # the terminal folds long lines
+    assert "encoder.weight" in text and "did not change at Adam.step()" in text, run.stdout
+    assert "non-contiguous" in text and "stride [1, 64]" in text
+    assert "in-place addcmul_ on a transposed self" in text and "in-place addcdiv_ on a transposed self" in text
+    assert "input is exp_avg_sq of encoder.weight" in text and "in Adam.step()" in text
+    assert "final loss" in text  # the script ran to its end, as it would unwatched
+    import json
+
+    found = json.loads((tmp_path / "f.json").read_text())
+    assert found["command"] == "watch"
+    kinds = {(f["op"], f["kind"]) for f in found["findings"]}
+    assert {("aten.addcmul_.default", "dropped_write"), ("aten.addcdiv_.default", "dropped_write")} <= kinds
+    assert ("torch.optim.Adam.step", "invariant") in kinds
+
+
+def test_the_same_script_without_the_bug_is_clean(tmp_path):
+    run = cli("--out", str(tmp_path / "out"), str(SCENARIOS / "sae.py"), "5", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "no findings" in run.stdout and "ops judged" in run.stdout
+
+
+def test_invariants_only_still_names_the_frozen_weight(tmp_path):
+    run = cli("--invariants-only", "--import", str(SCENARIOS / "sae_plant.py"), "--out", str(tmp_path / "out"), str(SCENARIOS / "sae.py"), "3", cwd=tmp_path)
+    assert run.returncode == 1
+    text = " ".join(run.stdout.split())
+    assert "encoder.weight" in text and "did not change" in text
+    assert "addcmul_" not in text  # no shadow replay
+
+
+# --- faults elsewhere in the step, in this process ------------------------------------------
+
+
+def addmm_wrong_on_a_transposed_weight(self, mat1, mat2, *, beta=1, alpha=1):
+    out = beta * self + alpha * (mat1 @ mat2)
+    return out * 1.5 if not mat2.is_contiguous() else out
+
+
+def mm_wrong_on_a_transposed_self(self, mat2):
+    out = (self.unsqueeze(-1) * mat2.unsqueeze(0)).sum(1)
+    return out * 2 if not self.is_contiguous() else out
+
+
+def test_a_forward_matmul_on_a_transposed_operand_is_localised():
+    library = planted("addmm", addmm_wrong_on_a_transposed_weight)
+    try:
+        with watch() as w:
+            models.train(models.mlp, steps=2)
+    finally:
+        library._destroy()
+    ops = [f for f in w.findings if f.kind == "mismatch"]
+    assert ops and {f.op for f in ops} == {"aten.addmm.default"}, [(f.op, f.summary) for f in w.findings]
+    assert all(("args[1]", "transposed") in f.layouts for f in ops)
+    assert "forward of 0" in ops[0].detail or "forward of 2" in ops[0].detail, ops[0].detail  # the Sequential's Linear
+
+
+def test_a_backward_kernel_on_a_noncontiguous_grad_output_is_localised():
+    library = planted("mm", mm_wrong_on_a_transposed_self)
+    try:
+        with watch() as w:
+            models.train(models.mlp, steps=2)
+    finally:
+        library._destroy()
+    ops = [f for f in w.findings if f.reference != "contract" or f.kind != "invariant"]
+    mm = [f for f in ops if f.op == "aten.mm.default"]
+    assert mm, [(f.op, f.summary) for f in w.findings]
+    assert all(("input", "transposed") in f.layouts for f in mm)
+    assert "backward (AddmmBackward0)" in mm[0].detail, mm[0].detail
+
+
+@pytest.mark.parametrize("build", [models.mlp, models.cnn, models.transformer], ids=["mlp", "cnn-channels-last", "transformer"])
+def test_real_small_models_are_clean(build):
+    with watch() as w:
+        models.train(build)
+    assert w.shadow.judged > 100 and not w.shadow.errors
+    assert not w.findings, [(f.op, f.summary, f.detail) for f in w.findings]
+
+
+def test_watch_leaves_the_program_s_numbers_alone():
+    # judging draws random numbers and runs ops; the program must not see any of it
+    plain = models.train(models.transformer, steps=2)
+    with watch():
+        watched = models.train(models.transformer, steps=2)
+    assert plain == watched
+
+
+def test_a_missing_script_is_a_usage_error(tmp_path):
+    run = cli(str(tmp_path / "nope.py"), cwd=tmp_path)
+    assert run.returncode == 2 and "no script" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    run = cli("--sample", "2", str(SCENARIOS / "sae.py"), cwd=tmp_path)
+    assert run.returncode == 2 and "fraction" in run.stderr
+
+
+def test_every_and_sample_cut_the_ops_judged():
+    with watch() as full:
+        sae.train(4)
+    with watch(every=2, sample=0.5) as cheap:
+        sae.train(4)
+    assert 0 < cheap.shadow.judged < full.shadow.judged / 2.5
+    assert torch.are_deterministic_algorithms_enabled() is False
