@@ -11,6 +11,12 @@ Design note. Four things must hold of a healthy step, whatever the model:
   parameter is not all zeros after a step with a nonzero gradient (Adam's
   ``exp_avg_sq`` stayed zero in the story). Scalars (``step``) are left out.
 
+The last two look at a fixed grid of a few hundred elements of each tensor,
+where the gradient is nonzero: what they catch (a kernel that drops a whole
+write) shows everywhere, and the checks stay a small fraction of a step.
+NaN and inf are checked by one sum per tensor (exactly, if the sum is not
+finite).
+
 A violation is a ``Finding`` of kind ``invariant``, naming the parameter by
 its module path and its properties (shape, stride, contiguity, dtype,
 device). Each (parameter, check) is reported once per watch, at the first
@@ -40,8 +46,9 @@ class StepChecks:
 
     def name(self, p: torch.Tensor) -> str:
         if self._names is None or id(p) not in self._names:
-            self._names = naming.parameter_names()
-        return self._names.get(id(p), f"parameter {list(p.shape)}")
+            self._names = {**(self._names or {}), **naming.parameter_names()}  # one scan of the live modules
+            self._names.setdefault(id(p), f"a parameter of shape {list(p.shape)} in no module")
+        return self._names[id(p)]
 
     def before(self, optimizer: torch.optim.Optimizer) -> None:
         self._before = {}
@@ -52,27 +59,31 @@ class StepChecks:
                 if p.grad is None:
                     self._report(optimizer, p, "no_gradient", f"no gradient reached {self.name(p)} ({naming.describe(p)}) before {_step(optimizer)}")
                     continue
-                if not bool(torch.isfinite(p.grad).all()):
+                if not _finite(p.grad):
                     self._report(optimizer, p, "grad_not_finite", f"the gradient of {self.name(p)} ({naming.describe(p)}) holds NaN or inf before {_step(optimizer)}")
-                if group.get("lr", 1) != 0 and bool((p.grad != 0).any()):
-                    self._before[id(p)] = p.detach().clone()
+                if group.get("lr", 1) == 0:
+                    continue
+                grad = _sample(p.grad)
+                moving = grad != 0
+                if bool(moving.any()):  # where the gradient is nonzero, the parameter must move
+                    self._before[id(p)] = (_sample(p).clone(), moving)
 
     def after(self, optimizer: torch.optim.Optimizer) -> None:
         for group in optimizer.param_groups:
             for p in group["params"]:
                 if not p.requires_grad or p.grad is None:
                     continue
-                if not bool(torch.isfinite(p).all()):
+                if not _finite(p):
                     self._report(optimizer, p, "param_not_finite", f"{self.name(p)} ({naming.describe(p)}) holds NaN or inf after {_step(optimizer)}")
-                old = self._before.get(id(p))
-                if old is not None and torch.equal(old, p.detach()):
+                if id(p) not in self._before:
+                    continue
+                old, moving = self._before[id(p)]
+                if torch.equal(old[moving], _sample(p)[moving]):
                     self._report(optimizer, p, "frozen",
                                  f"{self.name(p)} ({naming.describe(p)}) did not change at {_step(optimizer)} although its gradient is nonzero")
-                if old is None:
-                    continue
                 for key, value in optimizer.state.get(p, {}).items():
                     if (isinstance(value, torch.Tensor) and value.shape == p.shape and value.numel() > 1
-                            and (value.is_floating_point() or value.is_complex()) and not bool((value != 0).any())):
+                            and (value.is_floating_point() or value.is_complex()) and not bool(_sample(value)[moving].any())):
                         self._report(optimizer, p, f"state_{key}",
                                      f"{_step(optimizer)} left its state {key!r} of {self.name(p)} all zeros "
                                      f"({naming.describe(value)}) although the gradient is nonzero")
@@ -105,6 +116,29 @@ _EXPECTED = {
     "frozen": "the parameter changes",
 }
 _ACTUAL = {"no_gradient": "None", "grad_not_finite": "NaN or inf", "param_not_finite": "NaN or inf", "frozen": "unchanged"}
+
+
+# Elements per tensor the per-step checks look at: a frozen parameter or an
+# unwritten state is frozen or unwritten everywhere, so a grid of a few hundred
+# elements (where the gradient is nonzero) tells, for a fraction of a pass.
+SAMPLE = 512
+
+
+def _sample(t: torch.Tensor) -> torch.Tensor:
+    """A fixed grid of at most about SAMPLE elements of ``t`` (a view: every dim stepped alike)."""
+    t = t.detach()
+    if t.numel() <= SAMPLE:
+        return t
+    step = max(1, int((t.numel() / SAMPLE) ** (1 / max(1, t.dim()))))
+    return t[tuple(slice(None, None, step) for _ in range(t.dim()))]
+
+
+def _finite(t: torch.Tensor) -> bool:
+    """No NaN or inf in ``t``: one sum (cheap, no temporary of t's size), confirmed elementwise if it is not finite."""
+    if not (t.is_floating_point() or t.is_complex()):
+        return True
+    total = t.detach().sum()
+    return bool(torch.isfinite(total)) or bool(torch.isfinite(t).all())
 
 
 def _step(optimizer) -> str:

@@ -71,17 +71,21 @@ class Watch:
     # --- hooks ------------------------------------------------------------------------
 
     def _pre_step(self, optimizer, args, kwargs) -> None:
-        self.context.optimizer = type(optimizer).__name__
-        self.context.refresh_names = lambda: self._name_tensors(optimizer)
-        self._name_tensors(optimizer)
+        self.context.paused = True
         self.checks.before(optimizer)
+        if self.shadow is not None:
+            self.context.optimizer = type(optimizer).__name__
+            self.context.refresh_names = lambda: self._name_tensors(optimizer)
+            self._name_tensors(optimizer)
+        self.context.paused = False
 
     def _post_step(self, optimizer, args, kwargs) -> None:
+        self.context.paused = True
         self.checks.after(optimizer)
-        self._name_tensors(optimizer)  # state made during the step (Adam's on its first)
         self.context.optimizer = ""
         self.context.refresh_names = lambda: None
         self.context.step += 1
+        self.context.paused = False
 
     def _name_tensors(self, optimizer) -> None:
         for group in optimizer.param_groups:
@@ -96,7 +100,9 @@ class Watch:
 
     def _forward_pre(self, module, args) -> None:
         if self._modules is None or id(module) not in self._modules:
+            self.context.paused = True
             self._modules = naming.module_names()
+            self.context.paused = False
         self.context.modules.append(self._modules.get(id(module), type(module).__name__))
 
     def _forward_post(self, module, args, output) -> None:
@@ -112,9 +118,12 @@ class Watch:
         handles = [
             optim_module.register_optimizer_step_pre_hook(self._pre_step),
             optim_module.register_optimizer_step_post_hook(self._post_step),
-            nn_module.register_module_forward_pre_hook(self._forward_pre),
-            nn_module.register_module_forward_hook(self._forward_post),
         ]
+        if self.shadow is not None:  # which module issued an op: only the shadow replay's findings say
+            handles += [
+                nn_module.register_module_forward_pre_hook(self._forward_pre),
+                nn_module.register_module_forward_hook(self._forward_post),
+            ]
         try:
             if self.shadow is not None:
                 with self.shadow:

@@ -38,7 +38,8 @@ from ..run import call, live, tree
 from ..run.evidence import Evidence
 from ..run.facts import STORAGE_DEFINED
 from ..run.facts import facts as read_facts
-from ..run.references import References
+from ..run.references import Reference, References
+from ..run.trace import Trace
 from . import names as naming
 
 # Calls with more tensor elements than this are left alone: judging copies them several times.
@@ -56,6 +57,7 @@ class Context:
         self.tensor_names: dict[int, str] = {}
         # called to learn names made since (optimizer state created inside a step)
         self.refresh_names = lambda: None
+        self.paused = False  # watch's own work (the invariants) is not the program's: not judged
 
     def name_of(self, t: torch.Tensor) -> str:
         address = naming.where(t)[0]
@@ -100,7 +102,7 @@ class ShadowMode(TorchDispatchMode):
         return result
 
     def _wanted(self, func, args, kwargs) -> bool:
-        if self.context.step % self.every:
+        if self.context.paused or self.context.step % self.every:
             return False
         if self.sample < 1.0 and self.random.random() >= self.sample:
             return False
@@ -141,9 +143,21 @@ class ShadowMode(TorchDispatchMode):
 
 
 def _judged(prepared: call.Prepared):
-    refs = References(live.base(prepared), getattr(torch, prepared.case.dtype), seed=0)
+    """``prepared`` judged as the ops engine judges a case, less what a live call makes redundant.
+
+    The op is the one aten overload seen, so its trace is known without a
+    traced rerun; and when every tensor is contiguous the layout reference
+    would be the same call again (a determinism check, which is not watch's
+    business), so the call's own result stands in for it and the precision
+    reference does the judging.
+    """
+    refs = References(live.base(prepared), getattr(torch, prepared.case.dtype), seed=0)  # copies the inputs: before the call
     ran = call.execute(prepared)
-    facts = read_facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=prepared.case.op)
+    trace = Trace(ops=[prepared.function])
+    refs.__dict__["trace"] = trace  # the cached property, filled
+    if not prepared.case.layouts:
+        refs.__dict__["contiguous"] = Reference(value=ran.result, error=ran.error)
+    facts = read_facts(trace, refs.base.tensors, ran.result, fallback=prepared.case.op)
     facts = dataclasses.replace(facts, storage_defined=prepared.case.op.split(".")[1] in STORAGE_DEFINED)
     evidence = Evidence(prepared, ran, refs, facts, function_name=f"torch.ops.{prepared.case.op}")
     return judge(evidence)
