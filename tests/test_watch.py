@@ -129,3 +129,24 @@ def test_every_and_sample_cut_the_ops_judged():
         sae.train(4)
     assert 0 < cheap.shadow.judged < full.shadow.judged / 2.5
     assert torch.are_deterministic_algorithms_enabled() is False
+
+
+def test_nan_and_missing_gradients_are_invariant_findings(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    unused = torch.nn.Linear(4, 4)  # in the optimizer, never in the forward: no gradient reaches it
+    optimizer = torch.optim.SGD([*model.parameters(), *unused.parameters()], lr=0.1)
+    with watch(invariants_only=True, db=str(tmp_path / "runs.db")) as w:
+        for step in range(2):
+            optimizer.zero_grad()
+            x = torch.randn(3, 4)
+            if step == 1:
+                x[0, 0] = float("nan")
+            model(x).sum().backward()
+            optimizer.step()
+    said = " | ".join(f.summary for f in w.findings)
+    assert "no gradient reached a parameter of shape [4, 4] in no module" in said or "no gradient reached" in said, said
+    assert "holds NaN or inf" in said, said
+    assert all(f.kind == "invariant" for f in w.findings)
+    # stored as a run like any other, and read back the same way
+    assert w.result.run.command == "watch" and {f.id for f in w.result.findings} == {f.id for f in w.findings}

@@ -101,7 +101,7 @@ class StepChecks:
         placed = ((name, layout),) if layout != "contiguous" else ()
         # a case id like any other (report and diff parse them): the check rides in the edits
         case = Case(op=f"{kind}.step", variant="step", dtype=str(p.dtype).removeprefix("torch."), device=str(p.device),
-                    sample=self.step, layouts=placed, edits=(f"check:{check}",))
+                    sample=self.step, layouts=placed, edits=(f"check:{check}", f"param:{name}"))
         self.findings.append(Finding(
             id="f-" + hashlib.sha256(f"{kind}|{name}|{check}|invariant".encode()).hexdigest()[:10],
             kind="invariant", op=f"torch.optim.{kind}.step", opinfo=kind, variant="step",
