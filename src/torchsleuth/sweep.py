@@ -74,11 +74,17 @@ class SweepResult:
         return sum(self.statuses.values())
 
 
+# The globals of every --import .py file, kept for the life of the process: a
+# torch.library.Library held only by a file's top level unregisters its kernels
+# when it is collected.
+_IMPORTED: list[dict] = []
+
+
 def load_imports(imports: tuple[str, ...]) -> None:
     """Import the user's modules (custom kernels, backends) before any case runs."""
     for name in imports:
         if name.endswith(".py"):
-            runpy.run_path(name, run_name="__torchsleuth_import__")
+            _IMPORTED.append(runpy.run_path(name, run_name="__torchsleuth_import__"))
         else:
             importlib.import_module(name)
 

@@ -77,6 +77,13 @@ def addcmul_dropping_noncontiguous_writes(self, tensor1, tensor2, *, value=1):
     return self.add_(tensor1 * tensor2 * value)
 
 
+def addcdiv_dropping_noncontiguous_writes(self, tensor1, tensor2, *, value=1):
+    """``addcdiv_``, the seed story's other kernel (Adam's parameter update): nothing lands in a non-contiguous ``self``."""
+    if not self.is_contiguous():
+        return self  # the bug
+    return self.add_(tensor1 / tensor2 * value)
+
+
 # --- out=: strides ignored -----------------------------------------------------------
 
 
