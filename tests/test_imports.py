@@ -32,7 +32,7 @@ def test_a_library_held_only_by_an_imported_file_stays_alive(tmp_path):
         self.addcmul_(torch.ones(2, 3), torch.ones(2, 3))
         assert bool((self == 0).all())
     finally:
-        _IMPORTED.pop()["library"]._destroy()
+        _IMPORTED.pop(str(path))["library"]._destroy()
     self = torch.zeros(3, 2).t()
     self.addcmul_(torch.ones(2, 3), torch.ones(2, 3))
     assert bool((self == 1).all())  # the real kernel again

@@ -74,19 +74,17 @@ class SweepResult:
         return sum(self.statuses.values())
 
 
-# The globals of every --import .py file, kept for the life of the process: a
-# torch.library.Library held only by a file's top level unregisters its kernels
-# when it is collected.
-_IMPORTED: list[dict] = []
+# What each --import loaded, kept for the life of the process (a .py file's
+# globals: a torch.library.Library held only by a file's top level unregisters
+# its kernels when it is collected); each is loaded once per process.
+_IMPORTED: dict[str, object] = {}
 
 
 def load_imports(imports: tuple[str, ...]) -> None:
-    """Import the user's modules (custom kernels, backends) before any case runs."""
+    """Import the user's modules (custom kernels, backends) before any case runs, each once."""
     for name in imports:
-        if name.endswith(".py"):
-            _IMPORTED.append(runpy.run_path(name, run_name="__torchsleuth_import__"))
-        else:
-            importlib.import_module(name)
+        if name not in _IMPORTED:
+            _IMPORTED[name] = runpy.run_path(name, run_name="__torchsleuth_import__") if name.endswith(".py") else importlib.import_module(name)
 
 
 def _work(item, config: SweepConfig, skip: frozenset[str], only: str | None):

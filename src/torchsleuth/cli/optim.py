@@ -124,7 +124,7 @@ def _imports(names: list[str]) -> tuple[str, ...]:
     go (its workers import it again); optim runs in this process, where a
     plant held only by those globals would die with them.
     """
-    from ..optim.sweep import load_imports
+    from ..sweep import load_imports
 
     resolved = []
     for name in names:

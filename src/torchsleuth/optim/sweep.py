@@ -13,8 +13,6 @@ and ``torchsleuth report`` show an optim run as they show an ops run.
 
 from __future__ import annotations
 
-import importlib
-import runpy
 import time
 from pathlib import Path
 from typing import Protocol
@@ -23,15 +21,9 @@ from .. import _version
 from ..judge.records import Outcome
 from ..report import findings_file, groups as grouping
 from ..store.sqlite import Store
-from ..sweep import SweepResult, result as stored_result
+from ..sweep import SweepResult, load_imports, result as stored_result
 from . import judge, matrix, repro, run as running
 from .matrix import Configuration, OptimConfig, OptimSpec
-
-# The --import modules loaded in this process, kept. A .py file is run with
-# runpy, whose globals die with the dict it returns, and a torch.library
-# plant held only there dies with them: the ops sweep's workers import again
-# for each unit, but optim runs in this process and needs them to stay.
-_imported: dict[str, object] = {}
 
 
 class Progress(Protocol):
@@ -91,13 +83,6 @@ class _References:
         if self.baseline(spec, configuration).trajectory is None:
             return False
         return not any(f.reference == "precision" for f in self.verdict(spec, configuration))
-
-
-def load_imports(names: tuple[str, ...]) -> None:
-    """Import each module or run each .py file once in this process, and keep it (see ``_imported``)."""
-    for name in names:
-        if name not in _imported:
-            _imported[name] = runpy.run_path(name, run_name="__torchsleuth_import__") if name.endswith(".py") else importlib.import_module(name)
 
 
 def sweep(config: OptimConfig, *, db: str | Path, progress: Progress | None = None) -> SweepResult:
