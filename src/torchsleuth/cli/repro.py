@@ -52,7 +52,7 @@ def run(args) -> int:
     finally:
         store.close()
     finding = reported.finding
-    text = script(finding, torch_version=reported.run.torch)
+    text = _optim_script(finding, reported.run) if reported.run.command == "optim" else script(finding, torch_version=reported.run.torch)
     if not args.output:
         print(text, end="" if text.endswith("\n") else "\n")
         return ExitCode.CLEAN
@@ -65,3 +65,12 @@ def run(args) -> int:
         raise UsageError(f"cannot write the script to {str(target)!r}: {e.strerror or e}") from None
     print(f"repro of {finding.id} ({finding.op}, {finding.kind}; run {reported.run.id}) written to {target}; run it with `python {target}`")
     return ExitCode.CLEAN
+
+
+def _optim_script(finding, run) -> str:
+    """An optimizer finding's script: it runs the optimizer, not one op call (optim.repro)."""
+    from ..optim import matrix, repro as optim_repro
+    from ..optim.matrix import OptimConfig
+    from ..store import codec
+
+    return optim_repro.script(finding, matrix.spec(finding.opinfo), codec.decode(OptimConfig, run.config))

@@ -34,6 +34,7 @@ PROPERTY_CLASS = {
     "transposed": "strides",
     "permuted": "strides",
     "strided": "strides",
+    "sliced": "strides",  # torchsleuth optim's name for a parameter with gaps
     "channels_last": "strides",
     "channels_last_3d": "strides",
     "size1_strides": "strides",
