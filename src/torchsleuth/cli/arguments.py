@@ -53,3 +53,21 @@ def creatable_dir(path: Path) -> bool:
     while not path.exists():
         path = path.parent
     return path.is_dir() and os.access(path, os.W_OK)
+
+
+def imports(names: list[str]) -> tuple[str, ...]:
+    """The --import modules, loaded here (and kept) so that a broken one stops the command before it starts."""
+    from ..sweep import load_imports
+
+    resolved = []
+    for name in names:
+        if name.endswith(".py"):
+            if not Path(name).is_file():
+                raise UsageError(f"--import {name!r}: no such file")
+            name = str(Path(name).resolve())
+        try:
+            load_imports((name,))
+        except Exception as e:  # the user's module: any failure is theirs to see
+            raise UsageError(f"--import {name!r} failed: {type(e).__name__}: {e}") from None
+        resolved.append(name)
+    return tuple(resolved)

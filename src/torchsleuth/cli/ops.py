@@ -8,7 +8,7 @@ from .. import config as config_module
 from ..cases import layouts
 from ..cases.records import DEFAULT_DTYPES, VARIANTS
 from ..errors import ExitCode, UsageError
-from .arguments import command, count, cpus, creatable_dir, seconds, writable_file
+from .arguments import command, count, cpus, creatable_dir, imports as load, seconds, writable_file
 
 EPILOG = f"""\
 layouts (--layouts, comma-separated; default all):
@@ -77,7 +77,7 @@ def run(args) -> int:
     layouts_ = select.resolve_layouts(args.layouts)
     variants = select.resolve_variants(args.variants)
     device = devices.parse(args.device)
-    imports = _imports(args.imports)
+    imports = load(args.imports)
     ops = select.resolve_ops(args.ops)
     if args.list:
         return _list(ops, device)
@@ -88,24 +88,6 @@ def run(args) -> int:
         samples=args.samples, workers=args.workers, timeout=args.timeout, imports=imports, shrink=not args.no_shrink,
     )
     return finish(config, out=Path(args.out), db=args.db, json_path=args.json, progress=not args.no_progress, junit_path=args.junit)
-
-
-def _imports(names: list[str]) -> tuple[str, ...]:
-    """The --import modules, loaded here once so that a broken one stops the sweep before it starts."""
-    from ..sweep import load_imports
-
-    resolved = []
-    for name in names:
-        if name.endswith(".py"):
-            if not Path(name).is_file():
-                raise UsageError(f"--import {name!r}: no such file")
-            name = str(Path(name).resolve())
-        try:
-            load_imports((name,))
-        except Exception as e:  # the user's module: any failure is theirs to see
-            raise UsageError(f"--import {name!r} failed: {type(e).__name__}: {e}") from None
-        resolved.append(name)
-    return tuple(resolved)
 
 
 def writable_outputs(out: Path, json_path: str | None, junit_path: str | None = None) -> None:

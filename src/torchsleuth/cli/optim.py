@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import ExitCode, UsageError
-from .arguments import command
+from .arguments import command, imports as load
 
 EPILOG = """\
 what it does:
@@ -101,7 +101,7 @@ def run(args) -> int:
     out = Path(args.out)
     writable_outputs(out, args.json)
     optimizers = resolve_names(args.optimizers, matrix.names(), "optimizer", ())
-    imports = _imports(args.imports)
+    imports = load(args.imports)
     specs = matrix.discover(optimizers)
     options = resolve_names(args.options, matrix.option_names(specs), "option", ())
     config = OptimConfig(device=device, optimizers=optimizers, implementations=implementations, dtypes=dtypes,
@@ -115,29 +115,6 @@ def run(args) -> int:
     written["database"] = f"{db} (run {result.run.id})"
     terminal.summary(result, groups=groups, written=written)
     return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
-
-
-def _imports(names: list[str]) -> tuple[str, ...]:
-    """The --import modules, loaded here and kept, so that a broken one stops the run before it starts.
-
-    cli/ops.py's ``_imports`` checks the same way but lets a .py file's globals
-    go (its workers import it again); optim runs in this process, where a
-    plant held only by those globals would die with them.
-    """
-    from ..sweep import load_imports
-
-    resolved = []
-    for name in names:
-        if name.endswith(".py"):
-            if not Path(name).is_file():
-                raise UsageError(f"--import {name!r}: no such file")
-            name = str(Path(name).resolve())
-        try:
-            load_imports((name,))
-        except Exception as e:  # the user's module: any failure is theirs to see
-            raise UsageError(f"--import {name!r} failed: {type(e).__name__}: {e}") from None
-        resolved.append(name)
-    return tuple(resolved)
 
 
 def _dtypes(text: str | None, allowed: tuple[str, ...], default: tuple[str, ...]) -> tuple[str, ...]:

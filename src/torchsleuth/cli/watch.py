@@ -74,9 +74,9 @@ def _fraction(text: str) -> float:
 def run(args) -> int:
     from ..report import terminal
     from ..report.outputs import write_outputs
-    from ..sweep import load_imports
     from ..watch import watch
-    from .ops import _imports, writable_outputs
+    from .arguments import imports
+    from .ops import writable_outputs
 
     script = Path(args.script)
     if not script.is_file():
@@ -84,7 +84,7 @@ def run(args) -> int:
     out = Path(args.out)
     writable_outputs(out, args.json)
     db = args.db or str(out / "runs.db")
-    load_imports(_imports(args.imports))
+    imports(args.imports)
     argv = sys.argv
     sys.argv = [str(script), *args.script_args]
     sys.path.insert(0, str(script.resolve().parent))

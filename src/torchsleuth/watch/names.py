@@ -23,30 +23,21 @@ def _live_modules() -> list[torch.nn.Module]:
         return [o for o in gc.get_objects() if isinstance(o, torch.nn.Module)]
 
 
-def module_names() -> dict[int, str]:
-    """``id(module)`` -> its path from the outermost live module holding it ("" for a root)."""
+def _roots() -> list[torch.nn.Module]:
+    """The live modules no other live module holds: the tops of the program's module trees."""
     modules = _live_modules()
     children = {id(child) for m in modules for child in m.children()}
-    found: dict[int, str] = {}
-    for root in modules:
-        if id(root) in children:
-            continue
-        for name, module in root.named_modules():
-            found.setdefault(id(module), name)
-    return found
+    return [m for m in modules if id(m) not in children]
+
+
+def module_names() -> dict[int, str]:
+    """``id(module)`` -> its path from the outermost live module holding it ("" for a root)."""
+    return {id(module): name for root in _roots() for name, module in reversed(list(root.named_modules()))}
 
 
 def parameter_names() -> dict[int, str]:
     """``id(parameter)`` -> ``encoder.weight``, over every live module tree."""
-    modules = _live_modules()
-    children = {id(child) for m in modules for child in m.children()}
-    found: dict[int, str] = {}
-    for root in modules:
-        if id(root) in children:
-            continue
-        for name, parameter in root.named_parameters(remove_duplicate=False):
-            found.setdefault(id(parameter), name)
-    return found
+    return {id(p): name for root in _roots() for name, p in reversed(list(root.named_parameters(remove_duplicate=False)))}
 
 
 def where(t: torch.Tensor) -> tuple[int, int]:
