@@ -22,8 +22,8 @@ what it does:
   kind and that condition. A control sweep of the same ops without plants
   must find nothing on the same cases. Each sweep shrinks what it finds, as
   `torchsleuth ops` does, so a finding the report would leave out as flaky
-  is missed here too. Takes 1 to 2.5 minutes on 2 cores, most of it
-  starting workers (--no-shrink: about half that).
+  is missed here too. Takes about a minute on 2 cores, most of it
+  starting workers (--no-shrink skips the shrinking).
 
 classes (--classes, comma-separated; default all):
 {rows}
