@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 import warnings
 from typing import Iterator
@@ -58,6 +59,9 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
                 continue
             yield from _run_sample(unit, config, entry, functions, variants, samples[index], index, override, skip, only)
 
+
+# A worker's exit status when torchsleuth failed on a case (see run_unit).
+TAINTED = 3
 
 # Samples with more tensor elements than this are left to --samples 0: every
 # layout of a 5-D tensor of a million elements costs seconds, and only
@@ -114,6 +118,11 @@ def _run_sample(unit, config, entry, functions, variants, sample, index, overrid
                 outcome = _run_case(case, entry, functions[variant], sample, references, override)
             except Exception as e:  # a bug in torchsleuth, not in the op: shown apart
                 outcome = Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")
+                if config.workers > 0 and only is None:
+                    # it may be the aftermath of an earlier case that corrupted this process's
+                    # heap (tril's out= does): end the worker before it says so; the pool
+                    # replays the case alone in a fresh one, where a real failure shows again
+                    os._exit(TAINTED)
             lost = outcome.status in ("raised", "error") and not device_works(case.device)
             if lost and not outcome.reason.startswith("the contiguous reference raised"):
                 # the op left the device unusable (a device-side assert, a misaligned address)

@@ -55,7 +55,10 @@ def facts(trace: Trace | None, inputs: dict, result, *, fallback: str) -> Facts:
         return Facts(op=fallback)
     names = [_short(op) for op in trace.ops]
     reduction = 1
-    if trace.has_tag(torch.Tag.reduction):
+    # torch.Tag.reduction is newer than torch 2.4; there, any op whose result is
+    # smaller than its largest input counts as one (a wider tolerance, never a narrower)
+    tag = getattr(torch.Tag, "reduction", None)
+    if tag is None or trace.has_tag(tag):
         largest = max((t.numel() for t in inputs.values() if isinstance(t, torch.Tensor)), default=1)
         outputs = [t.numel() for t in _tensors(result)]
         smallest = min([n for n in outputs if n > 0], default=1)
