@@ -20,8 +20,10 @@ device reference sees exactly the values the device saw.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import io
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -51,7 +53,8 @@ class Sample:
 @functools.cache
 def _op_db() -> tuple:
     try:
-        with warnings.catch_warnings():
+        # some releases print to stdout on import ("Fail to import hypothesis ...", torch 2.4)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             from torch.testing._internal.common_methods_invocations import op_db
     except ImportError as e:  # expecttest or numpy missing, usually
