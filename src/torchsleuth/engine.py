@@ -53,7 +53,7 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
     override = opinfo.tolerance_override(entry, torch.device(unit.device).type, dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        samples = opinfo.samples(entry, dtype)
+        samples = _samples(unit.op, unit.dtype)  # cached: the shrink stage asks again in this worker
         for index in _chosen(samples, config.samples):
             if only is not None and Case.parse(only).sample != index:
                 continue
@@ -153,7 +153,7 @@ def describe(unit: Unit, config: SweepConfig, case_id: str):
     functions = opinfo.functions(entry)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sample = edits.apply(opinfo.samples(entry, getattr(torch, case.dtype))[case.sample], case.edits)
+        sample = edits.apply(_samples(case.op, case.dtype)[case.sample], case.edits)
         references = _reference_maker(functions, sample, case.dtype)
 
         # the case's own references are not needed, and may be what crashes: only the

@@ -199,10 +199,11 @@ def result(store: Store, run_id: int, *, resumed: bool = False) -> SweepResult:
     statuses = dict(store.status_counts(run_id))
     reasons = {status: dict(store.reasons(run_id, status)) for status in ("skip", "raised", "error") if statuses.get(status)}
     shrunk = store.shrunk(run_id)
-    findings, groups = grouping.of_run(store, run_id)
+    findings, flaky = grouping.split(store.findings(run_id), shrunk)
+    groups = grouping.group(findings, shrunk, store.diagnoses(run_id))
     return SweepResult(
         run=run, resumed=resumed, statuses=statuses, reasons=reasons,
         failed_units=tuple(store.failed_units(run_id)), notes=tuple(store.notes(run_id)), findings=tuple(findings), seconds=run.seconds,
         groups=tuple(groups), shrunk=shrunk,
-        flaky=tuple(f for f in store.findings(run_id) if f.id in shrunk and shrunk[f.id].status == "flaky"),
+        flaky=tuple(flaky),
     )

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ExitCode, UsageError
-from .arguments import command, count
+from .arguments import command, fraction, positive
 
 EPILOG = """\
 what it checks:
@@ -37,8 +37,8 @@ in Python: `with torchsleuth.watch() as w: train()`, then `w.findings`.
 
 def add_parser(commands) -> None:
     p = command(commands, "watch", "run a training script and find the op in its step that is wrong", __doc__, EPILOG)
-    p.add_argument("--every", type=_positive, default=1, metavar="N", help="judge the ops of every N-th optimizer step (default 1)")
-    p.add_argument("--sample", type=_fraction, default=1.0, metavar="F", help="judge this fraction of the ops, at random (default 1)")
+    p.add_argument("--every", type=positive, default=1, metavar="N", help="judge the ops of every N-th optimizer step (default 1)")
+    p.add_argument("--sample", type=fraction, default=1.0, metavar="F", help="judge this fraction of the ops, at random (default 1)")
     p.add_argument("--invariants-only", action="store_true", help="check the training invariants only: no shadow replay")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="module or .py file imported first, e.g. to register kernels (repeatable)")
@@ -48,27 +48,6 @@ def add_parser(commands) -> None:
     p.add_argument("script", metavar="SCRIPT", help="the training script, run as `python SCRIPT ARGS` would run it")
     p.add_argument("script_args", nargs="...", metavar="ARGS", help="the script's own arguments")
     p.set_defaults(run=run)
-
-
-def _positive(text: str) -> int:
-    value = count(text)
-    if value < 1:
-        import argparse
-
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}")
-    return value
 
 
 def run(args) -> int:

@@ -66,12 +66,8 @@ def key(finding: Finding, shrunk: Shrunk | None = None) -> tuple:
     return (finding.op, finding.variant, finding.kind, finding.reference, triggers(finding, shrunk))
 
 
-def _name_of(found: list[Finding]) -> str:
-    return found[0].name
-
-
-def group_id(finding: Finding, shrunk: Shrunk | None = None) -> str:
-    return "g-" + hashlib.sha256(repr(key(finding, shrunk)).encode()).hexdigest()[:8]
+def _id(k: tuple) -> str:
+    return "g-" + hashlib.sha256(repr(k).encode()).hexdigest()[:8]
 
 
 def group(findings: Iterable[Finding], shrunk: Mapping[str, Shrunk] | None = None,
@@ -84,7 +80,7 @@ def group(findings: Iterable[Finding], shrunk: Mapping[str, Shrunk] | None = Non
             same.append(finding)
     found = []
     for k, members_of in members.items():
-        gid = "g-" + hashlib.sha256(repr(k).encode()).hexdigest()[:8]
+        gid = _id(k)
         diagnosis = diagnoses.get(gid)
         found.append(Group(id=gid, summary=_summary(k, members_of), findings=tuple(f.id for f in members_of),
                            diagnosis=diagnosis.sentence if diagnosis else ""))
@@ -94,17 +90,21 @@ def group(findings: Iterable[Finding], shrunk: Mapping[str, Shrunk] | None = Non
 def of_run(store, run_id: int) -> tuple[list[Finding], list[Group]]:
     """A stored run's findings (flaky ones left out) and their groups with diagnoses."""
     shrunk = store.shrunk(run_id)
-    findings = [f for f in store.findings(run_id) if _reported(shrunk.get(f.id))]
+    findings, _ = split(store.findings(run_id), shrunk)
     return findings, group(findings, shrunk, store.diagnoses(run_id))
 
 
-def _reported(shrunk: Shrunk | None) -> bool:
-    return shrunk is None or shrunk.status != "flaky"
+def split(findings: Iterable[Finding], shrunk: Mapping[str, Shrunk]) -> tuple[list[Finding], list[Finding]]:
+    """(reported, flaky): a finding whose replay did not recur is flaky, and no bug."""
+    reported, flaky = [], []
+    for f in findings:
+        (flaky if f.id in shrunk and shrunk[f.id].status == "flaky" else reported).append(f)
+    return reported, flaky
 
 
 def _summary(k: tuple, found: list[Finding]) -> str:
-    op, variant, kind, reference, trigger = k
-    name = _name_of(found)
+    _, variant, kind, reference, trigger = k
+    name = found[0].name
     where = " and ".join(f"{_CLASS_WORDS.get(c, c)} {path}" for path, c in trigger) if trigger else "contiguous arguments"
     dtypes = ", ".join(sorted({f.dtype for f in found}))
     devices = ", ".join(sorted({f.device for f in found}))

@@ -13,6 +13,7 @@ argument has, read off its strides.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -109,8 +110,6 @@ def base(prepared: call.Prepared) -> call.Prepared:
     An in-place overload run on contiguous copies returns the value its self
     should end up holding, which is what the in-place contract compares with.
     """
-    import dataclasses
-
     case = dataclasses.replace(prepared.case, variant="functional", layouts=())
     return dataclasses.replace(prepared, case=case, written=frozenset())
 

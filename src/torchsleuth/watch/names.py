@@ -5,8 +5,9 @@ the modules, which ``watch`` does not get handed (``torchsleuth watch
 train.py`` runs the script unchanged), so on an optimizer's first step the
 live ``nn.Module`` objects are looked up once (``gc``) and every parameter
 is named by its path from the outermost module that holds it. A tensor is
-recognised later by its storage and offset, so the optimizer state made
-with ``zeros_like(param)`` and views of a parameter are named too.
+recognised later by its storage, so views of a parameter are named too, and
+the optimizer state, named from the optimizer, is told apart by its own
+storage.
 """
 
 from __future__ import annotations
@@ -40,12 +41,12 @@ def parameter_names() -> dict[int, str]:
     return {id(p): name for root in _roots() for name, p in reversed(list(root.named_parameters(remove_duplicate=False)))}
 
 
-def where(t: torch.Tensor) -> tuple[int, int]:
-    """What identifies a tensor's memory: its storage's address and its offset in it."""
+def address(t: torch.Tensor) -> int:
+    """What identifies a tensor's memory: its storage's address (views of it share it; 0 if it has none)."""
     try:
-        return t.untyped_storage().data_ptr(), t.storage_offset()
+        return t.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):
-        return 0, -1
+        return 0
 
 
 def describe(t: torch.Tensor) -> str:

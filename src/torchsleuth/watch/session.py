@@ -91,12 +91,12 @@ class Watch:
         for group in optimizer.param_groups:
             for p in group["params"]:
                 name = self.checks.name(p)
-                self.context.tensor_names[naming.where(p)[0]] = name
+                self.context.tensor_names[naming.address(p)] = name
                 if p.grad is not None:
-                    self.context.tensor_names[naming.where(p.grad)[0]] = f"the gradient of {name}"
+                    self.context.tensor_names[naming.address(p.grad)] = f"the gradient of {name}"
                 for key, value in optimizer.state.get(p, {}).items():
                     if isinstance(value, torch.Tensor) and value.numel() > 1:
-                        self.context.tensor_names[naming.where(value)[0]] = f"{key} of {name} (optimizer state)"
+                        self.context.tensor_names[naming.address(value)] = f"{key} of {name} (optimizer state)"
 
     def _forward_pre(self, module, args) -> None:
         if self._modules is None or id(module) not in self._modules:

@@ -39,7 +39,7 @@ from ..run.evidence import Evidence
 from ..run.facts import STORAGE_DEFINED
 from ..run.facts import facts as read_facts
 from ..run.references import Reference, References
-from ..run.trace import Trace
+from ..run.trace import PLUMBING, Trace
 from . import names as naming
 
 # Calls with more tensor elements than this are left alone: judging copies them several times.
@@ -60,7 +60,7 @@ class Context:
         self.paused = False  # watch's own work (the invariants) is not the program's: not judged
 
     def name_of(self, t: torch.Tensor) -> str:
-        address = naming.where(t)[0]
+        address = naming.address(t)
         if address not in self.tensor_names:
             self.refresh_names()
         return self.tensor_names.get(address, "")
@@ -173,10 +173,9 @@ def _user_frames(limit: int = 4) -> list:
     return frames[-limit:]
 
 
-# Ops that only move or describe data (run.trace's PLUMBING) but for those that write
-# data a kernel can get wrong: copy_, fill_, zero_ and clone are judged.
-_PLUMBING = frozenset({"detach", "alias", "view", "_unsafe_view", "reshape", "expand", "lift_fresh", "t", "transpose",
-                       "permute", "squeeze", "unsqueeze", "select", "slice", "as_strided", "empty", "empty_like",
-                       "empty_strided", "new_empty", "new_empty_strided", "_local_scalar_dense", "is_same_size",
-                       "set_", "resize_", "_to_copy", "detach_", "_has_compatible_shallow_copy_type", "sym_size",
-                       "sym_stride", "sym_numel", "sym_storage_offset"})
+# Ops not judged: run.trace's PLUMBING (they move or describe data) but for
+# those that write data a kernel can get wrong, and the metadata calls a live
+# program makes that a traced OpInfo call does not.
+_PLUMBING = (PLUMBING - {"copy_", "clone", "contiguous", "fill_", "zero_", "zeros_like", "lift_fresh_copy", "resolve_conj", "resolve_neg"}) | {
+    "set_", "detach_", "_has_compatible_shallow_copy_type", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset",
+}
