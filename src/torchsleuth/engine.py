@@ -22,6 +22,7 @@ from typing import Iterator
 
 import torch
 
+from . import deep
 from .cases import opinfo
 from .cases.plan import cases_for, spread
 from .cases.records import Case, Unit
@@ -110,7 +111,8 @@ def _run_sample(unit, config, entry, functions, variants, sample, index, overrid
         if tensors is None:
             yield from _skipped(unit, variant, index, written, skip, only)
             continue
-        for case in cases_for(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, tensors=tensors, layouts=config.layouts, written=written):
+        planned = cases_for(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, tensors=tensors, layouts=config.layouts, written=written)
+        for case in [*planned, *deep.cases_for(config.oracles, unit, variant, index)]:
             if case.id in skip or (only is not None and case.id != only):
                 continue
             yield "begin", case.id
@@ -218,7 +220,7 @@ class _NoReference(Exception):
 
 def _functional(case: Case) -> Case:
     keep = tuple((p, l) for p, l in case.layouts if not p.startswith("grad_output"))
-    return dataclasses.replace(case, variant="functional", layouts=keep)
+    return dataclasses.replace(case, variant="functional", layouts=keep, oracle="")
 
 
 def _planned_tensors(variant, inputs, references, unit, index):
@@ -260,6 +262,9 @@ def _prepare(case: Case, function, sample, references) -> tuple[call.Prepared, R
 
 def _run_case(case: Case, entry, function, sample, references, override) -> Outcome:
     start = time.perf_counter()
+    if case.oracle:
+        subject = deep.Subject(case=case, entry=entry, function=function, sample=sample, references=references, override=override)
+        return dataclasses.replace(deep.run(subject), seconds=time.perf_counter() - start)
     try:
         prepared, refs = _prepare(case, function, sample, references)
     except _NoReference as e:

@@ -71,20 +71,27 @@ class Case:
     # Edits of the sample's sizes and values (cases/edits.py), made by the
     # shrinker; empty for every case a sweep plans.
     edits: tuple[str, ...] = ()
+    # The deeper oracle that judges this case instead of the references and
+    # contracts ("sizes", "alias:out-overlaps-input", ...: see deep/); empty
+    # for the cases every sweep plans.
+    oracle: str = ""
 
     @property
     def id(self) -> str:
         placed = ",".join(f"{path}={layout}" for path, layout in self.layouts) or "contiguous"
         edited = "|" + ";".join(self.edits) if self.edits else ""
-        return f"{self.op}|{self.variant}|{self.dtype}|{self.device}|s{self.sample}|{placed}{edited}"
+        judged = f"|@{self.oracle}" if self.oracle else ""
+        return f"{self.op}|{self.variant}|{self.dtype}|{self.device}|s{self.sample}|{placed}{edited}{judged}"
 
     @classmethod
     def parse(cls, case_id: str) -> "Case":
         """The case an id names (the inverse of ``Case.id``)."""
-        op, variant, dtype, device, sample, placed, *edited = case_id.split("|")
+        op, variant, dtype, device, sample, placed, *rest = case_id.split("|")
+        oracle = rest.pop()[1:] if rest and rest[-1].startswith("@") else ""
         layouts = () if placed == "contiguous" else tuple(tuple(part.split("=", 1)) for part in placed.split(","))
-        edits = tuple(edited[0].split(";")) if edited else ()
-        return cls(op=op, variant=variant, dtype=dtype, device=device, sample=int(sample.removeprefix("s")), layouts=layouts, edits=edits)
+        edits = tuple(rest[0].split(";")) if rest else ()
+        return cls(op=op, variant=variant, dtype=dtype, device=device, sample=int(sample.removeprefix("s")), layouts=layouts,
+                   edits=edits, oracle=oracle)
 
     @property
     def unit(self) -> Unit:

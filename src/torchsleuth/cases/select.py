@@ -62,6 +62,12 @@ def resolve_variants(text: str | None) -> tuple[str, ...]:
     return resolve_names(text, VARIANTS, "variant", VARIANTS)
 
 
+def resolve_oracles(text: str | None) -> tuple[str, ...]:
+    from .. import deep
+
+    return resolve_names(text, tuple(deep.available()), "oracle", ())
+
+
 def resolve_dtypes(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
     if text is None or not text.strip():
         return default

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import config as config_module
+from .. import deep
 from ..cases import layouts
 from ..cases.records import DEFAULT_DTYPES, VARIANTS
 from ..errors import ExitCode, UsageError
@@ -23,6 +24,9 @@ dtypes (--dtypes; default {",".join(DEFAULT_DTYPES)}; "all" for every dtype)
 references: every case is judged against the same call on contiguous tensors
 (layout); the all-contiguous case also against float64 on the CPU (precision)
 and, off the CPU, against the CPU (device). Contracts need no reference.
+
+deeper oracles (--oracles; each adds its own cases to the sweep):
+{chr(10).join(f"  {name:<17} {text}" for name, text in deep.available().items())}
 
 after the sweep every finding is replayed (one that does not recur is flaky,
 not a bug), shrunk to its smallest failing case (the repro is written from
@@ -60,6 +64,8 @@ def add_parser(commands) -> None:
     p.add_argument("--json", metavar="PATH", help="write the findings file (DESIGN.md's schema) to PATH")
     p.add_argument("--junit", metavar="PATH", help="write JUnit XML for CI to PATH: a suite per op, a test case per "
                    "variant and dtype, failing with its findings; `torchsleuth report` writes it from a stored run too")
+    p.add_argument("--oracles", metavar="LIST",
+                   help="deeper oracles to run as well, comma-separated, or 'all' (see below); default none")
     p.add_argument("--list", action="store_true", help="list the ops that --ops selects, with variants and dtypes, and exit")
     p.add_argument("--no-shrink", action="store_true",
                    help="report findings as found: no replay, shrinking or diagnosis after the sweep")
@@ -76,6 +82,7 @@ def run(args) -> int:
     dtypes = select.resolve_dtypes(args.dtypes, DEFAULT_DTYPES)
     layouts_ = select.resolve_layouts(args.layouts)
     variants = select.resolve_variants(args.variants)
+    oracles = select.resolve_oracles(args.oracles)
     device = devices.parse(args.device)
     imports = load(args.imports)
     ops = select.resolve_ops(args.ops)
@@ -86,6 +93,7 @@ def run(args) -> int:
     config = SweepConfig(
         command="ops", device=device, ops=ops, dtypes=dtypes, layouts=layouts_, variants=variants,
         samples=args.samples, workers=args.workers, timeout=args.timeout, imports=imports, shrink=not args.no_shrink,
+        oracles=oracles,
     )
     return finish(config, out=Path(args.out), db=args.db, json_path=args.json, progress=not args.no_progress, junit_path=args.junit)
 

@@ -21,6 +21,13 @@ KINDS = (
     "crash",
     "hang",
     "invariant",
+    # the deeper oracles (deep/)
+    "size_variance",
+    "alias_mismatch",
+    "stale_result",
+    "capability_mismatch",
+    "compile_mismatch",
+    "large_size",
 )
 
 # What each kind says about the op, in a sentence: "addcmul_ drops its writes".
@@ -37,10 +44,18 @@ KIND_WORDS = {
     "crash": "crashes",
     "hang": "hangs",
     "invariant": "breaks an invariant",
+    "size_variance": "gives an element a result that depends on the tensor around it",
+    "alias_mismatch": "gives wrong results when its arguments alias",
+    "stale_result": "returns a stale result after an argument changed",
+    "capability_mismatch": "gives different results on another CPU instruction set",
+    "compile_mismatch": "gives different results under torch.compile",
+    "large_size": "gives wrong results at large sizes",
 }
 
 # What a finding was judged against.
-REFERENCES = ("layout", "device", "precision", "contract", "determinism", "isolation")
+REFERENCES = ("layout", "device", "precision", "contract", "determinism", "isolation",
+              # the deeper oracles' (deep/): each judges against its own reference
+              "size", "alias", "repeat", "capability", "compile", "large")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

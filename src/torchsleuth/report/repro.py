@@ -45,6 +45,7 @@ from typing import Iterable
 
 import torch
 
+from .. import deep
 from .._version import __version__
 from ..judge.records import Finding
 from ..run.records import CallSpec
@@ -65,6 +66,9 @@ _LINE = 76  # width of the inline data lines
 def script(finding: Finding, *, torch_version: str | None = None) -> str:
     """A standalone script that rebuilds ``finding``'s call and exits 1 while it is wrong."""
     torch_version = torch_version or torch.__version__
+    own = deep.repro(finding, torch_version)  # a deeper oracle's finding checks its own property
+    if own is not None:
+        return own
     call = finding.call
     why = _why_not(finding)
     if why:
