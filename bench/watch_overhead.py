@@ -39,9 +39,10 @@ def loop(steps: int) -> None:
 SETTINGS = {
     "unwatched": None,
     "invariants only": dict(invariants_only=True),
-    "shadow, every 10th step": dict(every=10),
-    "shadow, 5% of ops": dict(sample=0.05),
-    "shadow, every op": dict(),
+    "shadow, each distinct call once (default)": dict(),
+    "shadow, every call of every 10th step": dict(repeats=True, every=10),
+    "shadow, 5% of all calls": dict(repeats=True, sample=0.05),
+    "shadow, every call": dict(repeats=True),
 }
 
 
@@ -49,14 +50,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--settings", default="", help="comma-separated setting names to run (default: all)")
     args = parser.parse_args()
+    chosen = {name: SETTINGS[name] for name in SETTINGS if not args.settings or name == "unwatched" or name in args.settings.split(",")}
     torch.set_num_threads(1)
-    times = {name: [] for name in SETTINGS}
+    times = {name: [] for name in chosen}
     loop(2)  # warm up: the first steps pay for allocations and lazy initialisation
     with watch():
         loop(1)
     for _ in range(args.repeats):
-        for name, options in SETTINGS.items():  # interleaved, so drift hits every setting alike
+        for name, options in chosen.items():  # interleaved, so drift hits every setting alike
             start = time.perf_counter()
             if options is None:
                 loop(args.steps)

@@ -11,6 +11,7 @@ import torch
 
 from torchsleuth import watch
 from torchsleuth.drill.override import planted
+from torchsleuth.watch.shadow import signature
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 sys.path.insert(0, str(SCENARIOS))
@@ -48,7 +49,7 @@ def test_watch_names_the_frozen_encoder_weight_and_the_dropped_write(tmp_path):
 def test_the_same_script_without_the_bug_is_clean(tmp_path):
     run = cli("--out", str(tmp_path / "out"), str(SCENARIOS / "sae.py"), "5", cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "no findings" in run.stdout and "ops judged" in run.stdout
+    assert "no findings" in run.stdout and "calls judged" in run.stdout
 
 
 def test_invariants_only_still_names_the_frozen_weight(tmp_path):
@@ -101,7 +102,7 @@ def test_a_backward_kernel_on_a_noncontiguous_grad_output_is_localised():
 
 @pytest.mark.parametrize("build", [models.mlp, models.cnn, models.transformer], ids=["mlp", "cnn-channels-last", "transformer"])
 def test_real_small_models_are_clean(build):
-    with watch() as w:
+    with watch(repeats=True) as w:  # every call judged: every value a false alarm could need
         models.train(build)
     assert w.shadow.judged > 100 and not w.shadow.errors
     assert not w.findings, [(f.op, f.summary, f.detail) for f in w.findings]
@@ -123,12 +124,28 @@ def test_a_missing_script_is_a_usage_error(tmp_path):
 
 
 def test_every_and_sample_cut_the_ops_judged():
-    with watch() as full:
+    with watch(repeats=True) as full:
         sae.train(4)
-    with watch(every=2, sample=0.5) as cheap:
+    with watch(repeats=True, every=2, sample=0.5) as cheap:
         sae.train(4)
     assert 0 < cheap.shadow.judged < full.shadow.judged / 2.5
     assert torch.are_deterministic_algorithms_enabled() is False
+
+
+def test_each_distinct_call_is_judged_once_by_default():
+    # a loop makes the same calls every step: after the first steps nothing new is judged
+    with watch() as short:
+        sae.train(4)
+    with watch() as long:
+        sae.train(12)
+    with watch(repeats=True) as every:
+        sae.train(4)
+    assert 0 < short.shadow.judged == long.shadow.judged < every.shadow.judged / 2
+    # what sets a call apart: its layouts and dtypes, not its values
+    first = (torch.ops.aten.add.Tensor, (torch.ones(2, 3),), {"alpha": 0.5})
+    assert signature(*first) == signature(torch.ops.aten.add.Tensor, (torch.zeros(2, 3),), {"alpha": 0.25})
+    assert signature(*first) != signature(torch.ops.aten.add.Tensor, (torch.ones(3, 2).t(),), {"alpha": 0.5})
+    assert signature(*first) != signature(torch.ops.aten.add.Tensor, (torch.ones(2, 3),), {"alpha": 1.0})
 
 
 def test_nan_and_missing_gradients_are_invariant_findings(tmp_path):
@@ -150,3 +167,18 @@ def test_nan_and_missing_gradients_are_invariant_findings(tmp_path):
     assert all(f.kind == "invariant" for f in w.findings)
     # stored as a run like any other, and read back the same way
     assert w.result.run.command == "watch" and {f.id for f in w.result.findings} == {f.id for f in w.findings}
+
+
+def test_foreach_optimizer_calls_are_judged():
+    # on CUDA Adam takes lists of tensors by default (_foreach_*): each element is a written tensor
+    torch.manual_seed(0)
+    model, data = models.mlp()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
+    with watch() as w:
+        for _ in range(2):
+            optimizer.zero_grad()
+            model(data).pow(2).mean().backward()
+            optimizer.step()
+    judged = {str(key[0]) for key in w.shadow.signatures}
+    assert "aten._foreach_mul_.Scalar" in judged and any(name.startswith("aten._foreach_addcdiv_") for name in judged), judged
+    assert not w.shadow.errors and not w.findings

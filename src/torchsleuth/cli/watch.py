@@ -24,10 +24,15 @@ what it checks:
   nothing is written outside a view). A finding names the op, the layouts of
   its arguments, where it was issued (module, backward node or optimizer),
   which parameter or optimizer state its tensors are, and the script's stack.
+  A training loop makes the same calls every step: by default each distinct call
+  (op, shapes, strides, dtypes, devices, kinds of other arguments) is judged the
+  first time it is made, which is what layout- and dtype-dependent bugs need;
+  --judge every judges every call, for bugs that need particular values.
 
 examples:
   torchsleuth watch train.py --epochs 1              # the script's own arguments follow it
-  torchsleuth watch --every 10 --sample 0.2 train.py # judge every 10th step, a fifth of its ops
+  torchsleuth watch --judge every train.py          # every call of every step (costs tens of times the step)
+  torchsleuth watch --judge every --every 10 --sample 0.2 train.py  # every 10th step, a fifth of its calls
   torchsleuth watch --invariants-only train.py       # cheapest: invariants only
   torchsleuth watch --import my_kernels.py train.py  # with kernels registered by torch.library
 
@@ -39,6 +44,8 @@ def add_parser(commands) -> None:
     p = command(commands, "watch", "run a training script and find the op in its step that is wrong", __doc__, EPILOG)
     p.add_argument("--every", type=positive, default=1, metavar="N", help="judge the ops of every N-th optimizer step (default 1)")
     p.add_argument("--sample", type=fraction, default=1.0, metavar="F", help="judge this fraction of the ops, at random (default 1)")
+    p.add_argument("--judge", choices=("first", "every"), default="first",
+                   help="judge each distinct call the first time it is made (default), or every call")
     p.add_argument("--invariants-only", action="store_true", help="check the training invariants only: no shadow replay")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="module or .py file imported first, e.g. to register kernels (repeatable)")
@@ -69,7 +76,7 @@ def run(args) -> int:
     sys.path.insert(0, str(script.resolve().parent))
     status = 0
     with watch(db=db, every=args.every, sample=args.sample, invariants_only=args.invariants_only,
-               program=" ".join(sys.argv)) as session:
+               repeats=args.judge == "every", program=" ".join(sys.argv)) as session:
         try:
             runpy.run_path(str(script), run_name="__main__")
         except SystemExit as e:  # the script's own exit: keep what was found

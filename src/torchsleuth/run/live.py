@@ -36,7 +36,16 @@ def variant_of(func) -> str:
 
 
 def written_paths(func, args: tuple, kwargs: dict) -> frozenset[str]:
-    """The paths of the arguments the schema marks written (``input``, ``args[1]``, a keyword)."""
+    """The paths of the tensors the schema marks written (``input``, ``args[1]``, a keyword).
+
+    A written list of tensors (``_foreach_mul_``'s self) is every element's path: ``input[0]``, ...
+    """
+    leaves = tree.call_leaves(args, kwargs)
+    return frozenset(path for path in leaves for argument in _written_arguments(func, args, kwargs)
+                     if path == argument or path.startswith(argument + "["))
+
+
+def _written_arguments(func, args: tuple, kwargs: dict) -> frozenset[str]:
     found = set()
     for index, argument in enumerate(func._schema.arguments):
         if argument.alias_info is None or not argument.alias_info.is_write:

@@ -1,4 +1,4 @@
-"""Training invariants, checked around every ``optimizer.step()`` at the cost of one copy of the parameters.
+"""Training invariants, checked around every ``optimizer.step()`` at the cost of a few small kernels per parameter.
 
 Design note. Four things must hold of a healthy step, whatever the model:
 
@@ -11,12 +11,18 @@ Design note. Four things must hold of a healthy step, whatever the model:
   parameter is not all zeros after a step with a nonzero gradient (Adam's
   ``exp_avg_sq`` stayed zero in the story). Scalars (``step``) are left out.
 
-The last two look at a fixed grid of a few hundred elements of each tensor,
-where the gradient is nonzero: what they catch (a kernel that drops a whole
-write) shows everywhere, and the checks stay a small fraction of a step.
-NaN and inf are looked for on that grid, and in whole tensors every 16th
-step (a sum per tensor, confirmed elementwise when it is not finite): a NaN
-spreads through the next step, so a missed element shows a step later.
+The last two look at a fixed set of positions of each tensor (POSITIONS of
+them, drawn once per tensor from a generator of watch's own), where the
+gradient is nonzero: what they catch (a kernel that drops a whole write)
+shows everywhere. The positions of all parameters are read with one
+``torch.take`` each and judged together (one comparison, one reduction per
+row, one transfer of a few booleans), so the per-step cost is a few small
+kernels per parameter and no Python loop over elements. The state is
+looked at on the first step and every 16th (a state never written stays all
+zeros, so it is caught at the first look). NaN and inf are looked for at the
+positions every step, and in whole tensors every 16th step (a sum per
+tensor, confirmed elementwise when it is not finite): a NaN spreads through
+the next step, so a missed element shows a step later.
 
 A violation is a ``Finding`` of kind ``invariant``, naming the parameter by
 its module path and its properties (shape, stride, contiguity, dtype,
@@ -41,7 +47,10 @@ class StepChecks:
         self.device = device
         self.findings: list[Finding] = []
         self._names: dict[int, str] | None = None
-        self._before: dict[int, torch.Tensor] = {}
+        self._positions: dict[tuple, torch.Tensor] = {}
+        self._generator = torch.Generator().manual_seed(0)  # not the program's: its draws stay its own
+        self._before: dict[torch.device, _Rows] = {}
+        self._after: dict[torch.device, _Rows] = {}  # the last step's reads: this step's before, if the same parameters
         self._reported: set[tuple[str, str]] = set()
         self.step = 0
 
@@ -52,7 +61,8 @@ class StepChecks:
         return self._names[id(p)]
 
     def before(self, optimizer: torch.optim.Optimizer) -> None:
-        self._before = {}
+        whole = self.step % FULL_EVERY == 0
+        rows: dict[torch.device, _Rows] = {}
         for group in optimizer.param_groups:
             for p in group["params"]:
                 if not p.requires_grad:
@@ -60,36 +70,72 @@ class StepChecks:
                 if p.grad is None:
                     self._report(optimizer, p, "no_gradient", f"no gradient reached {self.name(p)} ({naming.describe(p)}) before {_step(optimizer)}")
                     continue
-                if not _finite(p.grad, whole=self.step % FULL_EVERY == 0):
+                if whole and not _finite(p.grad):
                     self._report(optimizer, p, "grad_not_finite", f"the gradient of {self.name(p)} ({naming.describe(p)}) holds NaN or inf before {_step(optimizer)}")
-                if group.get("lr", 1) == 0:
+                if group.get("lr", 1) == 0 or p.numel() == 0:
                     continue
-                grad = _sample(p.grad)
-                moving = grad != 0
-                if bool(moving.any()):  # where the gradient is nonzero, the parameter must move
-                    self._before[id(p)] = (_sample(p).clone(), moving)
+                rows.setdefault(p.device, _Rows()).add(p, self._at(p))
+        for device, batch in rows.items():
+            grads = batch.read(lambda p: p.grad)
+            batch.moving = grads != 0
+            batch.grads_finite = torch.isfinite(grads).all(1)  # read with the verdicts after the step
+            last = self._after.get(device)
+            # what the last step left is what this one starts from (a program that changes its
+            # parameters between steps makes them look moved: a frozen step missed, never a false alarm)
+            same = last is not None and [id(p) for p in last.params] == [id(p) for p in batch.params]
+            batch.values = last.values if same else batch.read(lambda p: p)
+        self._before = rows
 
     def after(self, optimizer: torch.optim.Optimizer) -> None:
+        whole = self.step % FULL_EVERY == 0
         for group in optimizer.param_groups:
             for p in group["params"]:
-                if not p.requires_grad or p.grad is None:
-                    continue
-                if not _finite(p, whole=self.step % FULL_EVERY == 0):
+                if whole and p.requires_grad and p.grad is not None and not _finite(p):
                     self._report(optimizer, p, "param_not_finite", f"{self.name(p)} ({naming.describe(p)}) holds NaN or inf after {_step(optimizer)}")
-                if id(p) not in self._before:
-                    continue
-                old, moving = self._before[id(p)]
-                if torch.equal(old[moving], _sample(p)[moving]):
+        after = {}
+        for device, batch in self._before.items():
+            now = batch.read(lambda p: p)
+            moving = batch.moving
+            # per parameter: does any position where the gradient is nonzero hold a new value?
+            verdicts = [moving.any(1), ((now != batch.values) & moving).any(1), batch.grads_finite, torch.isfinite(now).all(1)]
+            # a state never written stays all zeros: looked at on the steps the whole tensors are
+            states = [(i, key, value) for i, p in enumerate(batch.params) for key, value in optimizer.state.get(p, {}).items()
+                      if whole and isinstance(value, torch.Tensor) and value.shape == p.shape and value.numel() > 1
+                      and (value.is_floating_point() or value.is_complex())]
+            if states:
+                rows = _stacked([torch.take(v.detach(), batch.positions[id(batch.params[i])]) for i, _, v in states])
+                written = ((rows != 0) & moving[[i for i, _, _ in states]]).any(1)
+                verdicts.append(written)
+            flags = torch.cat([v.reshape(-1) for v in verdicts]).tolist()  # one transfer
+            n = len(batch.params)
+            any_moving, moved, grads_finite, finite = (flags[k * n:(k + 1) * n] for k in range(4))
+            written = flags[4 * n:]
+            for i, p in enumerate(batch.params):
+                if not whole and not grads_finite[i]:
+                    self._report(optimizer, p, "grad_not_finite", f"the gradient of {self.name(p)} ({naming.describe(p)}) holds NaN or inf before {_step(optimizer)}")
+                if not whole and not finite[i]:
+                    self._report(optimizer, p, "param_not_finite", f"{self.name(p)} ({naming.describe(p)}) holds NaN or inf after {_step(optimizer)}")
+                if any_moving[i] and not moved[i]:
                     self._report(optimizer, p, "frozen",
                                  f"{self.name(p)} ({naming.describe(p)}) did not change at {_step(optimizer)} although its gradient is nonzero")
-                for key, value in optimizer.state.get(p, {}).items():
-                    if (isinstance(value, torch.Tensor) and value.shape == p.shape and value.numel() > 1
-                            and (value.is_floating_point() or value.is_complex()) and not bool(_sample(value)[moving].any())):
-                        self._report(optimizer, p, f"state_{key}",
-                                     f"{_step(optimizer)} left its state {key!r} of {self.name(p)} all zeros "
-                                     f"({naming.describe(value)}) although the gradient is nonzero")
-        self._before = {}
+            for (i, key, value), ok in zip(states, written):
+                if any_moving[i] and not ok:
+                    p = batch.params[i]
+                    self._report(optimizer, p, f"state_{key}",
+                                 f"{_step(optimizer)} left its state {key!r} of {self.name(p)} all zeros "
+                                 f"({naming.describe(value)}) although the gradient is nonzero")
+            after[device] = batch
+            batch.values = now
+        self._before, self._after = {}, after
         self.step += 1
+
+    def _at(self, p: torch.Tensor) -> torch.Tensor:
+        """The positions looked at in tensors shaped like ``p``: POSITIONS flat indices, drawn once."""
+        key = (tuple(p.shape), p.device)
+        if key not in self._positions:
+            drawn = torch.randint(p.numel(), (POSITIONS,), generator=self._generator)
+            self._positions[key] = drawn.to(p.device)
+        return self._positions[key]
 
     def _report(self, optimizer, p: torch.Tensor, check: str, summary: str) -> None:
         name = self.name(p)
@@ -119,19 +165,35 @@ _EXPECTED = {
 _ACTUAL = {"no_gradient": "None", "grad_not_finite": "NaN or inf", "param_not_finite": "NaN or inf", "frozen": "unchanged"}
 
 
-# Elements per tensor the per-step checks look at: a frozen parameter or an
-# unwritten state is frozen or unwritten everywhere, so a grid of a few hundred
-# elements (where the gradient is nonzero) tells, for a fraction of a pass.
-SAMPLE = 512
+# Positions per tensor the per-step checks look at: a frozen parameter or an
+# unwritten state is frozen or unwritten everywhere, so a couple of hundred
+# positions (where the gradient is nonzero) tell, for a fraction of a pass.
+POSITIONS = 256
 
 
-def _sample(t: torch.Tensor) -> torch.Tensor:
-    """A fixed grid of at most about SAMPLE elements of ``t`` (a view: every dim stepped alike)."""
-    t = t.detach()
-    if t.numel() <= SAMPLE:
-        return t
-    step = max(1, int((t.numel() / SAMPLE) ** (1 / max(1, t.dim()))))
-    return t[tuple(slice(None, None, step) for _ in range(t.dim()))]
+class _Rows:
+    """The parameters of one device, and what was read of them before the step: a row each."""
+
+    def __init__(self):
+        self.params: list[torch.Tensor] = []
+        self.positions: dict[int, torch.Tensor] = {}
+        self.moving: torch.Tensor | None = None  # where each gradient is nonzero
+        self.values: torch.Tensor | None = None  # the parameters before the step
+        self.grads_finite: torch.Tensor | None = None
+
+    def add(self, p: torch.Tensor, positions: torch.Tensor) -> None:
+        self.params.append(p)
+        self.positions[id(p)] = positions
+
+    def read(self, of) -> torch.Tensor:
+        """``of(p)`` at each parameter's positions: a row per parameter."""
+        return _stacked([torch.take(of(p).detach(), self.positions[id(p)]) for p in self.params])
+
+
+def _stacked(rows: list[torch.Tensor]) -> torch.Tensor:
+    if len({t.dtype for t in rows}) > 1:  # mixed precision: in a dtype that holds every value exactly
+        rows = [t.to(torch.complex128 if t.is_complex() else torch.float64) for t in rows]
+    return torch.stack(rows)
 
 
 # Every this many steps NaN and inf are looked for in whole tensors; in between,
@@ -139,12 +201,10 @@ def _sample(t: torch.Tensor) -> torch.Tensor:
 FULL_EVERY = 16
 
 
-def _finite(t: torch.Tensor, *, whole: bool) -> bool:
-    """No NaN or inf in ``t`` (on the grid, or the whole tensor): a sum, confirmed elementwise if it is not finite."""
+def _finite(t: torch.Tensor) -> bool:
+    """No NaN or inf in the whole of ``t``: a sum, confirmed elementwise if it is not finite."""
     if not (t.is_floating_point() or t.is_complex()):
         return True
-    if not whole:
-        t = _sample(t)
     total = t.detach().sum()
     return bool(torch.isfinite(total)) or bool(torch.isfinite(t).all())
 

@@ -48,6 +48,7 @@ class WatchConfig:
     every: int = 1
     sample: float = 1.0
     invariants_only: bool = False
+    repeats: bool = False  # judge every call, not each distinct call once (watch.shadow)
 
     def key(self) -> str:
         # every watch is a run of its own: a program is not resumed
@@ -61,7 +62,7 @@ class Watch:
         self.config = config
         self.checks = StepChecks(config.device)
         self.context = Context()
-        self.shadow = None if config.invariants_only else ShadowMode(self.context, every=config.every, sample=config.sample)
+        self.shadow = None if config.invariants_only else ShadowMode(self.context, every=config.every, sample=config.sample, repeats=config.repeats)
         self.result = None
 
     @property
@@ -137,13 +138,16 @@ class Watch:
 
 @contextlib.contextmanager
 def watch(*, db: str | None = None, every: int = 1, sample: float = 1.0, invariants_only: bool = False,
-          device: str = "cpu", program: str = "") -> Iterator[Watch]:
-    """Watch the block: invariants around every optimizer step, and (unless ``invariants_only``) every op judged.
+          repeats: bool = False, device: str = "cpu", program: str = "") -> Iterator[Watch]:
+    """Watch the block: invariants around every optimizer step, and (unless ``invariants_only``) its ops judged.
+
+    Each distinct call (op, tensor shapes, strides, dtypes, devices: watch.shadow)
+    is judged the first time it is made; ``repeats=True`` judges every call.
 
     ``with torchsleuth.watch() as w: train()`` then ``w.findings``; with ``db``
     the findings are stored as a run (``w.result`` is its ``SweepResult``).
     """
-    config = WatchConfig(device=device, program=program, every=every, sample=sample, invariants_only=invariants_only)
+    config = WatchConfig(device=device, program=program, every=every, sample=sample, invariants_only=invariants_only, repeats=repeats)
     session = Watch(config)
     started = time.monotonic()
     try:
@@ -163,7 +167,8 @@ def store(session: Watch, db: str, *, seconds: float):
         judged = session.shadow.judged if session.shadow else 0
         for finding in session.findings:
             st.add(run.id, Outcome(case=Case.parse(finding.case_id), status="finding", findings=(finding,)))
-        st.note(run.id, "watch", f"{session.context.step} optimizer steps; {judged} ops judged")
+        how = "every call" if session.config.repeats else "each distinct call once"
+        st.note(run.id, "watch", f"{session.context.step} optimizer steps; {judged} op calls judged ({how})")
         for reason, count in (session.shadow.errors.most_common() if session.shadow else ()):
             st.note(run.id, "not judged", f"{count} call(s): {reason}")
         st.add_seconds(run.id, seconds)
