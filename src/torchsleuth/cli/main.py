@@ -27,13 +27,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import diff, drill, ops, optim, report, repro, runs, watch
+    from . import diff, drill, ops, optim, report, repro, runs, shard, watch
 
     parser = _Parser(prog="torchsleuth", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"torchsleuth {_version.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     # the sources of findings; then what reads the store back; then the drill
-    for command in (ops, watch, optim, report, diff, repro, runs, drill):
+    for command in (ops, watch, optim, shard, report, diff, repro, runs, drill):
         command.add_parser(commands)
     return parser
 

@@ -52,7 +52,14 @@ def run(args) -> int:
     finally:
         store.close()
     finding = reported.finding
-    text = _optim_script(finding, reported.run) if reported.run.command == "optim" else script(finding, torch_version=reported.run.torch)
+    if reported.run.command == "optim":
+        text = _optim_script(finding, reported.run)
+    elif reported.run.command == "shard":
+        from ..shard.repro import script as shard_script
+
+        text = shard_script(finding)
+    else:
+        text = script(finding, torch_version=reported.run.torch)
     if not args.output:
         print(text, end="" if text.endswith("\n") else "\n")
         return ExitCode.CLEAN

@@ -28,6 +28,9 @@ KINDS = (
     "capability_mismatch",
     "compile_mismatch",
     "large_size",
+    # torchsleuth shard: the simulator in question, never the op
+    "roundtrip_mismatch",
+    "simulator_mismatch",
 )
 
 # What each kind says about the op, in a sentence: "addcmul_ drops its writes".
@@ -50,12 +53,16 @@ KIND_WORDS = {
     "capability_mismatch": "gives different results on another CPU instruction set",
     "compile_mismatch": "gives different results under torch.compile",
     "large_size": "gives wrong results at large sizes",
+    "roundtrip_mismatch": "does not give a tensor back through distribute and full_tensor()",
+    "simulator_mismatch": "gives another answer simulated (LocalTensorMode) than on real process groups",
 }
 
 # What a finding was judged against.
 REFERENCES = ("layout", "device", "precision", "contract", "determinism", "isolation",
               # the deeper oracles' (deep/): each judges against its own reference
-              "size", "alias", "repeat", "capability", "compile", "large")
+              "size", "alias", "repeat", "capability", "compile", "large",
+              # torchsleuth shard's: the single-device answer, the round trip, real process groups
+              "sharding", "roundtrip", "gloo", "nccl")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

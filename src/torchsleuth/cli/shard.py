@@ -1,0 +1,190 @@
+"""``torchsleuth shard``: does every DTensor sharding give the single-device answer?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ExitCode, UsageError
+from .arguments import command, count, cpus, imports as load
+
+EPILOG = """\
+what it does:
+  Runs ops through DTensor on simulated device meshes (LocalTensorMode, one
+  process, the CPU) with every tensor argument placed Replicate, Shard(d)
+  for each dim, Partial(sum|avg|max|min) or _StridedShard(d, split_factor),
+  on even and uneven shards, forward and backward, and judges every rank's
+  full_tensor() against the plain op on the full tensors. The ops are the
+  OpInfo catalog (an op DTensor has no sharding rule for is a skip, counted
+  with its reason, never a finding) and the composite chains where
+  _StridedShard arises in practice (composite.flatten_sum, view_mean,
+  flatten_softmax, flatten_layer_norm, flatten_transpose, flatten_slice,
+  flatten_cat, flatten_select, flatten_stack, ...). A wrong result names
+  the first aten op whose own output was wrong: the rule to blame.
+
+the simulator is checked too:
+  before an op is judged on a placement, each argument must come back from
+  distribute -> full_tensor() (else roundtrip_mismatch, the op not judged);
+  composite.distribute_tensor checks that for plain tensors on every
+  placement; and --gloo N cases are replayed on real gloo process groups
+  (N CPU processes): a disagreement is a simulator_mismatch, never the op's.
+
+placements (--placements, kinds): replicate, shard, partial, strided
+meshes (--mesh): 2, 3, 4 (1-D), 2x2, 2x3 (2-D), or any N / NxM
+
+examples:
+  torchsleuth shard                                   # the catalog, default budget (minutes on 2 cores)
+  torchsleuth shard --ops 'composite.*,softmax,sum'  --mesh 2x2 --placements shard,strided
+  torchsleuth shard --ops mm --combinations 0 --samples 0 --json mm.json   # every placement of every sample
+  torchsleuth shard --import my_rules.py --ops my_op  # your sharding rules, registered in this process
+  torchrun --nproc-per-node 2 -m torchsleuth.cli.main shard --backend nccl --device cuda --mesh 2
+                                                       # real process groups: each rank runs the cases,
+                                                       # rank 0 judges and writes the store
+"""
+
+
+def add_parser(commands) -> None:
+    from ..shard.cases import DEFAULT_COMBINATIONS, DEFAULT_DTYPES, DEFAULT_GLOO, DEFAULT_SAMPLES, DTYPES
+    from ..shard.placements import KINDS, MESHES
+
+    p = command(commands, "shard", "run ops through DTensor on every mesh and placement, judged against the single-device answer",
+                __doc__, EPILOG)
+    p.add_argument("--ops", metavar="NAMES", help="op names or globs, comma-separated (OpInfo names and composite.*); default all")
+    p.add_argument("--dtypes", metavar="LIST", help=f"dtypes from {', '.join(DTYPES)} (default {','.join(DEFAULT_DTYPES)})")
+    p.add_argument("--mesh", metavar="LIST", help=f"mesh shapes, comma-separated (default {','.join(MESHES)})")
+    p.add_argument("--placements", metavar="KINDS", help=f"placement kinds, comma-separated: {', '.join(KINDS)} (default all)")
+    p.add_argument("--variants", metavar="LIST", help="functional, backward (default both)")
+    p.add_argument("--samples", type=count, default=DEFAULT_SAMPLES, metavar="N", help=f"OpInfo samples per op and dtype (default {DEFAULT_SAMPLES}; 0: all)")
+    p.add_argument("--combinations", type=count, default=DEFAULT_COMBINATIONS, metavar="N",
+                   help=f"cases per op, variant and sample, spread over the meshes and placements (default {DEFAULT_COMBINATIONS}; 0: every combination on every mesh)")
+    p.add_argument("--gloo", type=count, default=DEFAULT_GLOO, metavar="N",
+                   help=f"cases cross-checked on real gloo process groups after the sweep (default {DEFAULT_GLOO}; 0: none)")
+    p.add_argument("--backend", default="local", choices=("local", "gloo", "nccl"),
+                   help="local: simulate meshes in this process (default); gloo, nccl: this process is a rank of a torchrun launch")
+    p.add_argument("--workers", type=count, default=cpus(), metavar="N",
+                   help="worker processes the simulated cases are spread over (default: one per CPU); 0 runs them in this process")
+    p.add_argument("--device", default="cpu", help="device of the tensors: cpu (default), or cuda with --backend nccl")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="module or .py file imported first, e.g. to register sharding rules (repeatable)")
+    p.add_argument("--out", default="torchsleuth-out", metavar="DIR", help="where repro scripts go (default ./torchsleuth-out)")
+    p.add_argument("--db", metavar="PATH", help="SQLite file of runs (default DIR/runs.db); rerunning the same command resumes")
+    p.add_argument("--json", metavar="PATH", help="write the findings file (command \"shard\") to PATH")
+    p.add_argument("--no-shrink", action="store_true", help="report findings as found, without shrinking them")
+    p.add_argument("--list", action="store_true", help="list the ops --ops selects and how many cases each plans, and exit")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from .. import devices
+    from ..cases.select import resolve_names
+    from ..report import terminal
+    from ..shard import cases as shard_cases, placements as placing, support
+    from ..shard.cases import DEFAULT_DTYPES, DTYPES, VARIANTS, ShardConfig
+    from .ops import writable_outputs
+
+    missing = support.missing()
+    if missing:
+        raise UsageError(missing)
+    dtypes = resolve_names(args.dtypes, DTYPES, "dtype", DEFAULT_DTYPES)
+    variants = resolve_names(args.variants, VARIANTS, "variant", VARIANTS)
+    meshes = tuple(m.name for m in placing.meshes(args.mesh))
+    kinds = placing.kinds(args.placements)
+    device = devices.parse(args.device)
+    if args.backend == "nccl" and not device.startswith("cuda"):
+        raise UsageError("--backend nccl runs on GPUs: give --device cuda")
+    if args.backend == "local" and device != "cpu":
+        raise UsageError("--backend local simulates meshes on the CPU; for GPUs launch with torchrun and --backend nccl --device cuda")
+    ops = _ops(args.ops, shard_cases.all_ops())
+    out = Path(args.out)
+    writable_outputs(out, args.json)
+    imports = load(args.imports)
+    config = ShardConfig(device=device, backend=args.backend, ops=ops, dtypes=dtypes, variants=variants, meshes=meshes,
+                         kinds=kinds, samples=args.samples, combinations=args.combinations,
+                         gloo=args.gloo if args.backend == "local" else 0, imports=imports, shrink=not args.no_shrink,
+                         workers=args.workers if args.backend == "local" else 0)
+    if args.list:
+        for unit in shard_cases.units(config):
+            print(f"{unit.op:40s} {unit.dtype:10s} {len(shard_cases.plan(unit, config))} cases")
+        return ExitCode.CLEAN
+    db = args.db or str(out / "runs.db")
+    if args.backend != "local":
+        from ..shard import torchrun
+
+        return torchrun.main(config, db=db, out=out, json_path=args.json, progress=not args.no_progress)
+    from ..shard.sweep import sweep, write_outputs
+
+    result = sweep(config, db=db, progress=Progress(enabled=not args.no_progress))
+    groups, written = write_outputs(result, config, out=out, json_path=args.json)
+    written["database"] = f"{db} (run {result.run.id})"
+    terminal.summary(result, groups=groups, written=written)
+    return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
+
+
+def _ops(text: str | None, names: tuple[str, ...]) -> tuple[str, ...]:
+    import difflib
+    import fnmatch
+
+    if text is None or text.strip() in ("", "all"):
+        return ()
+    chosen: list[str] = []
+    for pattern in (p.strip() for p in text.split(",") if p.strip()):
+        if any(c in pattern for c in "*?["):
+            hits = fnmatch.filter(names, pattern)
+        else:
+            hits = [n for n in names if n == pattern or n.startswith(pattern + ".")]
+        if not hits:
+            close = difflib.get_close_matches(pattern, names, n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; `torchsleuth shard --list` shows every op"
+            raise UsageError(f"unknown op {pattern!r}{hint}")
+        chosen.extend(h for h in hits if h not in chosen)
+    return tuple(chosen)
+
+
+class Progress:
+    """A rich progress bar over cases (``shard.sweep.Progress``), on stderr."""
+
+    def __init__(self, *, enabled: bool = True):
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.enabled = enabled
+        self.findings = 0
+        self.cases = 0
+        self._bar = None
+        self._task = None
+        self._steps: dict[str, object] = {}
+
+    def start(self, *, total: int, done: int, resumed: bool) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        if resumed:
+            self.console.print(f"[bold]resuming[/] the unfinished run: {done} of {total} op/dtype units already done")
+        if not self.enabled:
+            return
+        self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("units"),
+                        TextColumn("{task.fields[cases]} cases"), TextColumn("[red]{task.fields[findings]} findings"),
+                        TimeElapsedColumn(), TimeRemainingColumn(), console=self.console)
+        self._bar.start()
+        self._task = self._bar.add_task("shard".ljust(28), total=total, completed=done, findings=0, cases=0)
+
+    def outcome(self, outcome) -> None:
+        self.findings += len(outcome.findings)
+        self.cases += 1
+        if self._bar is not None:
+            self._bar.update(self._task, findings=self.findings, cases=self.cases, description=outcome.case.op[:28].ljust(28))
+
+    def unit_done(self, unit) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task)
+
+    def step(self, name: str, done: int, total: int) -> None:
+        if self._bar is None:
+            return
+        if name not in self._steps:
+            self._steps[name] = self._bar.add_task(name.ljust(28), total=total, findings=self.findings, cases=self.cases)
+        self._bar.update(self._steps[name], completed=done)
+
+    def finish(self) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description="done".ljust(28))
+            self._bar.stop()

@@ -1,0 +1,186 @@
+"""The shard matrix: which ops, samples, meshes and placements a run covers, as pipeline ``Case`` records.
+
+Design note. A shard case is a ``cases.records.Case`` like any other, so the
+store, the findings file, ``report``, ``diff`` and ``repro`` read it as they
+read an ops case:
+
+    op       the catalog name: an OpInfo op (``softmax``) or a composite
+             chain (``composite.flatten_sum``, see composites.py)
+    variant  ``functional`` (the forward) or ``backward`` (its gradients)
+    sample   the index of the sample among the op's samples in that dtype
+    layouts  ``(argument, placement)`` for every argument not replicated,
+             in placements.py's text (``(("input", "S1.R"),)``)
+    oracle   ``shard:<mesh>`` (``shard:2x2``): the sharding oracle on that mesh
+    edits    the shrinker's edits of the sample (run.edits), as for ops
+
+Cases are planned per unit (op, dtype): per variant and sample (up to
+``samples`` of them, spread over the op's list), up to ``combinations``
+placements of its tensor arguments (placements.combinations), taken from
+each mesh in turn, so that a small budget still reaches every mesh. The
+composite chains, the seed story's own paths, get that budget on each mesh. Samples too
+large to place cheaply (over ``MAX_ELEMENTS`` tensor elements) are left out,
+as are ops that take no tensor. The sample lists are the ops engine's
+(OpInfo's, seeded by op and dtype, made on the CPU), so a case is rebuilt
+from its id in any process.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import json
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ..cases import opinfo
+from ..cases.plan import spread
+from ..cases.records import Case, Unit
+from ..run import edits as sample_edits, tree
+from . import composites, placements as placing
+
+VARIANTS = ("functional", "backward")
+DEFAULT_DTYPES = ("float32",)
+DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "bool")
+DEFAULT_SAMPLES = 1
+DEFAULT_COMBINATIONS = 6
+DEFAULT_GLOO = 16
+MAX_ELEMENTS = 4096
+ORACLE = "shard:"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ShardConfig:
+    """What ``torchsleuth shard`` was asked to do (the store's run key is built from it)."""
+
+    command: str = "shard"
+    device: str = "cpu"
+    backend: str = "local"  # "local" (LocalTensorMode), or the backend of a torchrun launch: "gloo", "nccl"
+    ops: tuple[str, ...] = ()  # catalog names, resolved; empty: every one
+    dtypes: tuple[str, ...] = DEFAULT_DTYPES
+    variants: tuple[str, ...] = VARIANTS
+    meshes: tuple[str, ...] = placing.MESHES
+    kinds: tuple[str, ...] = placing.KINDS
+    samples: int = DEFAULT_SAMPLES
+    combinations: int = DEFAULT_COMBINATIONS
+    gloo: int = DEFAULT_GLOO  # cases cross-checked on real gloo process groups (0: none)
+    seed: int = 0
+    imports: tuple[str, ...] = ()
+    shrink: bool = True
+    workers: int = 0  # processes the matrix is spread over (0: this one)
+    timeout: float = 300.0  # seconds a case may take in a worker before it is a hang
+    threads: int = 1
+
+    def key(self) -> str:
+        fields = asdict(self)
+        for how in ("shrink", "workers", "timeout", "threads"):
+            fields.pop(how)
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def shard_case(*, op: str, variant: str, dtype: str, device: str, sample: int, mesh: str, placed: dict[str, str],
+               edits: tuple[str, ...] = ()) -> Case:
+    layouts = tuple(sorted((p, pl) for p, pl in placed.items() if not placing.is_replicate(pl)))
+    return Case(op=op, variant=variant, dtype=dtype, device=device, sample=sample, layouts=layouts, edits=edits,
+                oracle=ORACLE + mesh)
+
+
+def mesh_of(case: Case) -> placing.Mesh:
+    """The mesh a case names (``shard:2x2``; ``shard-gloo:2x2`` for its cross-check on gloo)."""
+    return placing.mesh(case.oracle.split(":", 1)[1])
+
+
+def is_shard_case(case: Case) -> bool:
+    return case.oracle.startswith(ORACLE)
+
+
+def all_ops() -> tuple[str, ...]:
+    """Every op the shard catalog has: the OpInfo catalog and the composite chains."""
+    return tuple(sorted(opinfo.catalog())) + composites.names()
+
+
+def function(op: str):
+    """The callable a case of ``op`` calls (its functional variant)."""
+    if composites.is_composite(op):
+        return composites.function(op)
+    return opinfo.get(op).op
+
+
+@functools.lru_cache(maxsize=8)
+def _samples(op: str, dtype: str) -> tuple:
+    if composites.is_composite(op):
+        return tuple(composites.samples(op, dtype))
+    from ..engine import samples_of
+
+    return tuple(samples_of(op, dtype))
+
+
+def samples_of(op: str, dtype: str) -> tuple:
+    return _samples(op, dtype)
+
+
+def sample_of(case: Case):
+    """The case's sample, with its edits made (CPU tensors)."""
+    return sample_edits.apply(samples_of(case.op, case.dtype)[case.sample], case.edits)
+
+
+def supported_dtypes(op: str, *, backward: bool) -> set[str]:
+    if composites.is_composite(op):
+        return set(composites.DTYPES)
+    entry = opinfo.get(op)
+    return {str(d).removeprefix("torch.") for d in opinfo.dtypes(entry, "cpu", backward=backward)}
+
+
+def variants_of(op: str) -> tuple[str, ...]:
+    if op == composites.SELF_CHECK:
+        return ("functional",)
+    if composites.is_composite(op):
+        return VARIANTS
+    found = opinfo.functions(opinfo.get(op))
+    return tuple(v for v in VARIANTS if v in found)
+
+
+def units(config: ShardConfig) -> list[Unit]:
+    found = []
+    for op in config.ops or all_ops():
+        dtypes = supported_dtypes(op, backward=False) | supported_dtypes(op, backward=True)
+        found.extend(Unit(op=op, dtype=d, device=config.device) for d in config.dtypes if d in dtypes)
+    return found
+
+
+def plan(unit: Unit, config: ShardConfig) -> list[Case]:
+    """Every case of one unit (see the design note)."""
+    op, dtype = unit.op, unit.dtype
+    samples = samples_of(op, dtype)
+    sizes = [sample_edits.elements(s) if _has_tensor(s) else -1 for s in samples]
+    affordable = [i for i, n in enumerate(sizes) if 0 < n <= MAX_ELEMENTS]
+    chosen = [affordable[i] for i in spread(len(affordable), config.samples)] if config.samples else affordable
+    found = []
+    for variant in variants_of(op):
+        if variant not in config.variants or dtype not in supported_dtypes(op, backward=variant == "backward"):
+            continue
+        for index in chosen:
+            tensors = tree.call_leaves((samples[index].input, *samples[index].args), samples[index].kwargs)
+            per_mesh = []
+            for mesh_name in config.meshes:
+                mesh = placing.mesh(mesh_name)
+                options = {path: placing.options(tuple(t.shape), _dtype_name(t.dtype), mesh, config.kinds)
+                           for path, t in tensors.items()}
+                seed = f"{config.seed}|{op}|{dtype}|{variant}|{mesh.name}|{index}"
+                per_mesh.append([shard_case(op=op, variant=variant, dtype=dtype, device=config.device, sample=index,
+                                            mesh=mesh.name, placed=placed)
+                                 for placed in placing.combinations(options, config.combinations, seed=seed)])
+            # the budget is per sample, spread over the meshes in turn
+            spread_over = [c for batch in itertools.zip_longest(*per_mesh) for c in batch if c is not None]
+            budget = config.combinations * (len(config.meshes) if composites.is_composite(op) else 1)
+            found.extend(spread_over[:budget] if budget else spread_over)
+    return list(dict.fromkeys(found))
+
+
+def _has_tensor(sample) -> bool:
+    return bool(tree.call_leaves((sample.input, *sample.args), sample.kwargs))
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

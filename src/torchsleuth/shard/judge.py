@@ -1,0 +1,303 @@
+"""Judging a shard case: the sharded answer against the single-device one, findings as records.
+
+Design note. The oracle: on every rank, ``full_tensor()`` of each output (and
+each gradient, for ``backward``) equals the plain op's result on the full
+tensors. ``full_tensor()`` reconstructs through the placements the sharding
+rule claimed, so one comparison checks both that the values are right and
+that the claimed placement reconstructs them; comparing every rank, not
+one, catches a rule that claims Replicate where ranks hold different
+values. A wrong output is a ``sharding_mismatch`` (reference ``sharding``).
+
+Tolerance. A sharded op reduces in another order than the plain one (local
+sums, then a collective), and Partial inputs carry their shares' rounding.
+Element ``i`` of a result in dtype ``d`` may differ by
+
+    allowed_i = atol + rtol*|e_i| + F(d, n) * k_i + SCALE_ULPS * u_d * max|e|
+
+with judge.tolerance's table and constants: ``k_i`` is how far the float64
+result moves when every floating input is nudged by up to one unit of
+roundoff of ``d`` (and, when an input is Partial, by ``u_d * (|x| + 1)``, the
+size of a share's rounding), ``F`` is judge.tolerance's slack factor for
+reduction length ``n`` (input elements per output element). Integer results
+must be equal except where a nudge moves the float64 result (an argmax at a
+near-tie). The allowance is computed only when the table alone fails: most
+cases pay for no float64 runs. A wrong rule is off by the values
+themselves, orders of magnitude beyond it.
+
+Two more finding kinds belong to the simulator, never to the op:
+``roundtrip_mismatch`` (an argument does not come back from distribute ->
+``full_tensor()``: the op was not judged on that placement) and
+``simulator_mismatch`` (gloo.py: LocalTensorMode and real process groups
+disagree).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+
+from ..cases import opinfo
+from ..cases.records import Case, VARIANT_WORDS
+from ..judge import compare as cmp
+from ..judge.records import Finding, Mismatch, Outcome
+from ..judge.tolerance import SCALE_ULPS, slack_factor, table
+from ..dtypes import unit_roundoff
+from ..run import tree
+from ..run.records import CallSpec, TensorSpec
+from . import cases as shard_cases, composites, placements as placing
+from .run import Ran, _compute
+
+NUDGES = 2
+
+
+def outcome(case: Case, ran: Ran, *, blame=None, seconds: float = 0.0) -> Outcome:
+    """The case's outcome from what it gave; ``blame()`` reruns it naming the wrong rule (only on a finding)."""
+    if ran.status in ("skip",):
+        return Outcome(case=case, status="skip", reason=_named(case, ran.reason), seconds=seconds)
+    if ran.status == "unsupported":
+        return Outcome(case=case, status="skip", reason=f"unsupported: {_named(case, _unsupported_words(ran))}", seconds=seconds)
+    if ran.status == "raised":
+        return Outcome(case=case, status="raised", reason=_named(case, ran.reason), seconds=seconds)
+    if ran.status == "roundtrip":
+        finding = roundtrip_finding(case, ran)
+        return Outcome(case=case, status="skip", reason=f"not judged: {finding.summary} ({finding.id})", findings=(finding,),
+                       seconds=seconds)
+    if ran.status == "claim":
+        path = ran.reason.split(":", 1)[0]
+        wrong = [([], Mismatch(path=path, attribute="placement", expected=f"local values {placing.words(ran.claimed.get(path, ''))} describes",
+                               actual=ran.reason.split(": ", 1)[1][:300]))]
+    else:
+        wrong = mismatches(case, ran)
+    if not wrong:
+        return Outcome(case=case, status="pass", seconds=seconds)
+    steps = ran.steps
+    if blame is not None:
+        try:
+            again = blame()
+            steps = again.steps or steps
+        except Exception:  # naming the rule is a courtesy; the finding stands without it
+            pass
+    return Outcome(case=case, status="finding", findings=(sharding_finding(case, ran, wrong, steps),), seconds=seconds)
+
+
+def mismatches(case: Case, ran: Ran) -> list[tuple[list[int], Mismatch]]:
+    """For each result path that is wrong: the ranks it is wrong on and the worst rank's mismatch."""
+    found = []
+    allowance = None
+    for path, expected in ran.expected.items():
+        values = ran.actual.get(path)
+        if values is None:
+            found.append(([], Mismatch(path=path, attribute="structure", expected="a result", actual="none")))
+            continue
+        bad, worst = [], None
+        for rank, value in enumerate(values):
+            if ran.facts.get("uninitialized") and isinstance(expected, torch.Tensor) and isinstance(value, torch.Tensor):
+                # empty*: the values are whatever memory held; shape and dtype are the result
+                wrong = cmp.compare_leaf(path, torch.zeros_like(value), torch.zeros_like(expected), tolerance=table)
+            else:
+                wrong = cmp.compare_leaf(path, value, expected, tolerance=table)
+            if wrong is not None and wrong.attribute == "values" and isinstance(expected, torch.Tensor):
+                if allowance is None:
+                    allowance = _allowance(case, ran)
+                wrong = cmp.compare_leaf(path, value, expected, tolerance=table, slack=allowance.get(path))
+            if wrong is not None:
+                bad.append(rank)
+                if worst is None or (wrong.max_abs_err or 0) > (worst.max_abs_err or 0):
+                    worst = wrong
+        if bad:
+            found.append((bad, worst))
+    extra = sorted(set(ran.actual) - set(ran.expected))
+    for path in extra:
+        found.append(([], Mismatch(path=path, attribute="structure", expected="no such result", actual="a result")))
+    return found
+
+
+def _allowance(case: Case, ran: Ran) -> dict[str, torch.Tensor]:
+    """Per result path, the slack beyond the table (see the design note), as float64 tensors."""
+    dtype = getattr(torch, case.dtype)
+    u = unit_roundoff(dtype) if dtype.is_floating_point or dtype.is_complex else 0.0
+    sample = shard_cases.sample_of(case)
+    function = shard_cases.function(case.op)
+    args, kwargs = (sample.input, *sample.args), dict(sample.kwargs)
+    tensors = tree.call_leaves(args, kwargs)
+    grad_paths = [p for p, t in tensors.items() if t.is_floating_point() or t.is_complex()] if case.variant == "backward" else []
+    wide = {p: _wide(t) for p, t in tensors.items()}
+    try:
+        exact = _compute(function, sample, args, kwargs, wide, grad_paths, "cpu")
+        moved: dict[str, torch.Tensor] = {}
+        generator = torch.Generator().manual_seed(7)
+        for _ in range(NUDGES):
+            nudged = {p: _nudge(t, u, ran.facts.get("partial", False), generator) for p, t in wide.items()}
+            other = _compute(function, sample, args, kwargs, nudged, grad_paths, "cpu")
+            for path, e in exact.items():
+                o = other.get(path)
+                if isinstance(e, torch.Tensor) and isinstance(o, torch.Tensor) and o.shape == e.shape:
+                    diff = torch.nan_to_num((o.to(torch.float64) - e.to(torch.float64)).abs(), nan=0.0, posinf=0.0)
+                    moved[path] = torch.maximum(moved[path], diff) if path in moved else diff
+    except Exception:  # no float64 run: the table alone, plus the scale term
+        exact, moved = {}, {}
+    factor = slack_factor(dtype, ran.facts.get("reduction", 1)) if u else 0.0
+    found = {}
+    for path, e in ran.expected.items():
+        if not isinstance(e, torch.Tensor):
+            continue
+        k = moved.get(path)
+        slack = torch.zeros(e.shape, dtype=torch.float64) if k is None or k.shape != e.shape else factor * k if u else k
+        if u and e.numel() and (e.is_floating_point() or e.is_complex()):
+            scale = float(torch.nan_to_num(e.detach().abs().to(torch.float64), nan=0.0, posinf=0.0).max())
+            slack = slack + SCALE_ULPS * u * scale
+        found[path] = slack
+    return found
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    if t.is_complex():
+        return t.detach().to(torch.complex128)
+    if t.is_floating_point():
+        return t.detach().to(torch.float64)
+    return t.detach()
+
+
+def _nudge(t: torch.Tensor, u: float, partial: bool, generator) -> torch.Tensor:
+    if not t.is_floating_point() or not u:
+        return t
+    noise = torch.rand(t.shape, generator=generator, dtype=torch.float64) * 2 - 1
+    amount = u * t.abs() + (u * (t.abs() + 1) if partial else 0)
+    return t + noise * amount
+
+
+# --- findings ---------------------------------------------------------------------------
+
+
+def sharding_finding(case: Case, ran: Ran, wrong, steps) -> Finding:
+    mesh = shard_cases.mesh_of(case)
+    ranks, worst = max(wrong, key=lambda w: (w[1].max_abs_err or 0) if w[1].max_abs_err is not None else float("inf"))
+    path = worst.path
+    # the first op whose own output is wrong; failing that, the first whose output cannot be gathered
+    blamed = next((s for s in steps if s.wrong and not s.wrong.startswith("output")), None) or next((s for s in steps if s.wrong), None)
+    dtensor_ops = list(dict.fromkeys(s.op for s in steps))
+    op = blamed.op if blamed else (dtensor_ops[0] if len(dtensor_ops) == 1 else case.op)
+    where = placed_words(case)
+    claimed = ran.claimed.get(path)
+    claim = f" (the rule claims {placing.words(claimed)})" if claimed else ""
+    on = _ranks_words(ranks, mesh.ranks)
+    if worst.attribute == "placement":
+        summary = (f"{_op_words(case)} on a {mesh.name} mesh with {where}: the rule claims {placing.words(claimed or '')} for "
+                   f"{path}, but the local values do not reconstruct through it: full_tensor() raises ({worst.actual}).")
+        if blamed:
+            summary += f" First wrong rule: {blamed.words()}."
+        return _sharding(case, ran, wrong, steps, op, summary, worst)
+    if worst.attribute == "values":
+        how = (f"{worst.mismatched} of {worst.numel} elements beyond tolerance, off by up to "
+               f"{worst.max_abs_err:.3g} (allowed {worst.allowed:.3g} at the worst)")
+    else:
+        how = f"{worst.attribute}: expected {worst.expected}, got {worst.actual}"
+    what = "the gradient " + path.removeprefix("grad[").rstrip("]") if path.startswith("grad[") else path
+    summary = (f"{_op_words(case)} on a {mesh.name} mesh with {where}: full_tensor() of {what}{claim} differs from "
+               f"the single-device result {on}: {how}.")
+    if blamed:
+        summary += f" First wrong rule: {blamed.words()}."
+    return _sharding(case, ran, wrong, steps, op, summary, worst)
+
+
+def _sharding(case: Case, ran: Ran, wrong, steps, op: str, summary: str, worst: Mismatch) -> Finding:
+    detail = "\n".join([m.describe() + (f" (ranks {r})" if r else "") for r, m in wrong]
+                       + ["sharding trace:"] + [f"  {s.words()}" + (f"  WRONG: {s.wrong}" if s.wrong else "") for s in steps])
+    return Finding(
+        id=_id(case.id, "sharding_mismatch"), kind="sharding_mismatch", op=op, opinfo=case.op, variant=case.variant,
+        dtype=case.dtype, device=case.device, reference="sharding", case_id=case.id, layouts=case.layouts,
+        summary=summary, mismatch=worst, call=call_spec(case), detail=detail,
+    )
+
+
+def roundtrip_finding(case: Case, ran: Ran) -> Finding:
+    path, placement, wrong = ran.roundtrip
+    mesh = shard_cases.mesh_of(case)
+    sample = shard_cases.sample_of(case)
+    t = tree.call_leaves((sample.input, *sample.args), sample.kwargs)[path]
+    key = f"roundtrip|{mesh.name}|{placement}|{case.dtype}|{list(t.shape)}|{case.device}"
+    summary = (f"a {case.dtype} tensor of shape {list(t.shape)} placed {placing.words(placement)} on a {mesh.name} mesh "
+               f"does not come back from distribute -> full_tensor(): {wrong.describe()}")
+    return Finding(
+        id=_id(key, "roundtrip_mismatch"), kind="roundtrip_mismatch", op="distribute_tensor", opinfo=case.op, variant=case.variant,
+        dtype=case.dtype, device=case.device, reference="roundtrip", case_id=case.id, layouts=((path, placement),),
+        summary=summary, mismatch=wrong, call=call_spec(case), detail=ran.reason,
+    )
+
+
+def simulator_finding(case: Case, backend: str, path: str, rank: int, wrong: Mismatch) -> Finding:
+    mesh = shard_cases.mesh_of(case)
+    summary = (f"{_op_words(case)} on a {mesh.name} mesh with {placed_words(case)}: LocalTensorMode's {path} on rank {rank} "
+               f"differs from real {backend} process groups': {wrong.describe()}. The simulator, not the op, is in question.")
+    return Finding(
+        id=_id(case.id, f"simulator_mismatch|{backend}"), kind="simulator_mismatch", op=case.op, opinfo=case.op,
+        variant=case.variant, dtype=case.dtype, device=case.device, reference=backend, case_id=case.id, layouts=case.layouts,
+        summary=summary, mismatch=wrong, call=call_spec(case),
+    )
+
+
+def placed_words(case: Case) -> str:
+    if not case.layouts:
+        return "every argument replicated"
+    return ", ".join(f"{path} placed {placing.words(pl)}" for path, pl in case.layouts) + (
+        "" if len(case.layouts) > 1 else "")
+
+
+def _op_words(case: Case) -> str:
+    return f"{case.op}{VARIANT_WORDS.get(case.variant, '')}"
+
+
+def _ranks_words(ranks: list[int], total: int) -> str:
+    if not ranks:
+        return "(no result to compare)"
+    if len(ranks) == total and total > 1:
+        return "on every rank"
+    return f"on rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} of {total}"
+
+
+def _named(case: Case, reason: str) -> str:
+    return f"{case.op}: {reason}"
+
+
+def _unsupported_words(ran: Ran) -> str:
+    text = ran.reason
+    if "sharding strategy" in text:
+        import re
+
+        m = re.search(r"(aten\.[\w.]+)", text)
+        if m:
+            return f"DTensor has no sharding rule for {m.group(1)}"
+    return text
+
+
+def _id(key: str, kind: str) -> str:
+    return "f-" + hashlib.sha256(f"{key}|{kind}".encode()).hexdigest()[:10]
+
+
+def call_spec(case: Case) -> CallSpec:
+    """The call as the findings file and the repro script show it; each tensor's layout is its placement."""
+    sample = shard_cases.sample_of(case)
+    args, kwargs = (sample.input, *sample.args), dict(sample.kwargs)
+    placed = dict(case.layouts)
+    mesh = shard_cases.mesh_of(case)
+    tensors = []
+    for path, t in tree.call_leaves(args, kwargs).items():
+        tensors.append(TensorSpec(path=path, shape=tuple(t.shape), stride=tuple(t.stride()), storage_offset=0, storage_numel=t.numel(),
+                                  dtype=str(t.dtype).removeprefix("torch."), device=case.device,
+                                  layout=placed.get(path, ".".join("R" * len(mesh.shape)))))
+    try:
+        args_src, kwargs_src = tree.call_source(args, kwargs)
+    except tree.Unrepresentable as e:
+        args_src, kwargs_src, why = "", "", f"an argument has no Python source ({e})"
+    else:
+        why = ""
+    if composites.is_composite(case.op):
+        name = composites.source(case.op)
+    else:
+        name = opinfo.public_name(opinfo.get(case.op), "functional")
+        if not name and not why:
+            why = f"{case.op}'s OpInfo calls it through a lambda; the repro script calls that lambda's source"
+    return CallSpec(function=name, args_src=args_src, kwargs_src=kwargs_src, tensors=tuple(tensors), variant=case.variant,
+                    grad_paths=tuple(p for p, t in tree.call_leaves(args, kwargs).items() if t.is_floating_point()) if case.variant == "backward" else (),
+                    why_not=why)

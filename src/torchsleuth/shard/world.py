@@ -1,0 +1,128 @@
+"""Where a shard case runs: a mesh simulated in this process, or this rank of a real process group.
+
+Design note. The run stage (run.py) is written once, against this small
+interface, and runs unchanged on both:
+
+* ``Simulated``: the mesh's ranks simulated in this process by
+  ``LocalTensorMode`` over the ``fake`` process-group backend. Every
+  collective DTensor issues is carried out on the local shards of all
+  ranks; a result is a ``LocalTensor`` holding every rank's value.
+* ``Real``: this process is one rank of a process group torch.distributed
+  set up (gloo processes spawned by gloo.py, or a ``torchrun`` launch over
+  NCCL); collectives are real; a result is this rank's value only.
+
+``values(t)`` gives every rank's value of a result this world can see
+(all of them simulated; this rank's, real); ``adjust(local, f)`` rewrites each
+rank's local value as ``f(coordinate, value)``: how Partial inputs are made
+(split.py) in both worlds alike. ``DeviceMesh`` objects are made once per
+shape and kept: the first costs most of a second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from .placements import Mesh
+
+# The fake backend's world: large enough for any mesh --mesh accepts in one process.
+FAKE_WORLD = 64
+
+
+def _fake_group(ranks: int) -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        if dist.get_backend() != "fake":
+            raise RuntimeError("a real process group is initialized in this process; simulate meshes in another")
+        if dist.get_world_size() < ranks:
+            raise RuntimeError(f"the fake process group has {dist.get_world_size()} ranks; a mesh of {ranks} needs more")
+        return
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", rank=0, world_size=max(FAKE_WORLD, ranks), store=FakeStore())
+
+
+class Simulated:
+    """A mesh of ``mesh.ranks`` ranks simulated in this process (LocalTensorMode)."""
+
+    real = False
+    # one mode and one DeviceMesh per mesh, kept: the mode caches each rank's mesh coordinates
+    _meshes: dict[tuple, tuple] = {}
+
+    def __init__(self, mesh: Mesh, device: str = "cpu"):
+        from torch.distributed._local_tensor import LocalTensorMode
+
+        _fake_group(mesh.ranks)
+        self.mesh = mesh
+        self.device = device
+        key = (mesh.shape, torch.device(device).type)
+        if key not in Simulated._meshes:
+            from torch.distributed.device_mesh import DeviceMesh
+
+            mode = LocalTensorMode(frozenset(range(mesh.ranks)))
+            with mode:
+                Simulated._meshes[key] = (mode, DeviceMesh(torch.device(device).type, torch.arange(mesh.ranks).reshape(mesh.shape)))
+        self.mode, self.device_mesh = Simulated._meshes[key]
+
+    def context(self):
+        return self.mode
+
+    def values(self, t) -> list:
+        """Every rank's value of ``t`` (a LocalTensor, or one value all ranks share)."""
+        from torch.distributed._local_tensor import LocalTensor
+
+        if not isinstance(t, LocalTensor):
+            return [t]
+        found = []
+        for r in range(self.mesh.ranks):
+            value = t._local_tensors[r]
+            while isinstance(value, LocalTensor):  # autograd can nest them (a gradient of a LocalTensor gradient)
+                value = value._local_tensors[r]
+            found.append(value)
+        return found
+
+    def adjust(self, local, change):
+        from torch.distributed._local_tensor import LocalTensor
+
+        if isinstance(local, LocalTensor):
+            return self.mode.tensor_map(local, lambda rank, value: change(self.mesh.coordinate(rank), value))
+        # a replicated local value the mode kept as one plain tensor: every rank starts from it
+        return self.mode.rank_map(lambda rank: change(self.mesh.coordinate(rank), local))
+
+    def replicated(self, t):
+        """``t`` as a LocalTensor every rank holds a copy of."""
+        return self.mode.rank_map(lambda rank: t.clone())
+
+    def disabled(self):
+        return self.mode.disable()
+
+
+class Real:
+    """This process as one rank of the initialized default process group, on a mesh of all its ranks."""
+
+    real = True
+
+    def __init__(self, mesh: Mesh, device: str = "cpu"):
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import DeviceMesh
+
+        if dist.get_world_size() != mesh.ranks:
+            raise RuntimeError(f"mesh {mesh.name} needs {mesh.ranks} ranks; the process group has {dist.get_world_size()}")
+        self.mesh = mesh
+        self.device = device
+        self.rank = dist.get_rank()
+        self.device_mesh = DeviceMesh(torch.device(device).type, torch.arange(mesh.ranks).reshape(mesh.shape))
+
+    def context(self):
+        return contextlib.nullcontext()
+
+    def values(self, t) -> list:
+        return [t]
+
+    def adjust(self, local, change):
+        return change(self.mesh.coordinate(self.rank), local)
+
+    def disabled(self):
+        return contextlib.nullcontext()
