@@ -10,7 +10,9 @@ needs: so a dropped write on a transposed ``self`` and one on a strided
 the same op at a storage offset is another (a fix for one rarely fixes the
 other). A finding that was not shrunk is keyed by every layout of its case.
 dtype and sample are left out of the key: one kernel bug usually shows in
-every dtype it handles.
+every dtype it handles. A deeper oracle's case adds its form to the key
+(``alias:out-overlaps-input``, ``large:2^32``): another aliasing is another
+bug.
 
 A group's id is a hash of its key, so it is stable across runs, reruns and
 devices (``torchsleuth diff`` matches groups by id); groups are listed in the
@@ -63,7 +65,21 @@ def triggers(finding: Finding, shrunk: Shrunk | None = None) -> tuple[tuple[str,
 
 def key(finding: Finding, shrunk: Shrunk | None = None) -> tuple:
     """What makes two findings the same bug (see the design note)."""
-    return (finding.op, finding.variant, finding.kind, finding.reference, triggers(finding, shrunk))
+    k = (finding.op, finding.variant, finding.kind, finding.reference, triggers(finding, shrunk))
+    form = _form(Case.parse(finding.case_id).oracle)
+    return k + (form,) if form else k  # the ops sweep's keys (and group ids) stay as they were
+
+
+def _form(oracle: str) -> str:
+    """The part of a deeper oracle's name that tells bugs apart: the aliasing form, the probe.
+
+    ``alias:out-overlaps-input:out=args[0]`` -> ``alias:out-overlaps-input``; a
+    mesh (``shard:2x2``) is a size, like a shape, and is left out.
+    """
+    family, *rest = oracle.split(":")
+    if not oracle or family == "shard":
+        return ""
+    return ":".join([family, *rest[:1]])
 
 
 def _id(k: tuple) -> str:
@@ -103,11 +119,12 @@ def split(findings: Iterable[Finding], shrunk: Mapping[str, Shrunk]) -> tuple[li
 
 
 def _summary(k: tuple, found: list[Finding]) -> str:
-    _, variant, kind, reference, trigger = k
+    _, variant, kind, reference, trigger, *form = k
     name = found[0].name
     where = " and ".join(f"{_CLASS_WORDS.get(c, c)} {path}" for path, c in trigger) if trigger else "contiguous arguments"
     dtypes = ", ".join(sorted({f.dtype for f in found}))
     devices = ", ".join(sorted({f.device for f in found}))
     count = f"{len(found)} finding{'s' if len(found) != 1 else ''}"
     what = KIND_WORDS.get(kind, f"shows {kind}")
-    return f"{name}{VARIANT_WORDS.get(variant, f' ({variant})')} {what} on {where} ({reference} reference): {count} in {dtypes} on {devices}."
+    how = f" [{form[0]}]" if form else ""
+    return f"{name}{VARIANT_WORDS.get(variant, f' ({variant})')} {what} on {where}{how} ({reference} reference): {count} in {dtypes} on {devices}."

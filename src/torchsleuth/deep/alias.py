@@ -1,0 +1,510 @@
+"""The ``alias`` oracle: a call whose arguments alias must raise or give the unaliased answer.
+
+Design note. The references and contracts give every tensor a storage of its
+own. Users do not: ``x += x.T``, ``torch.mm(a, b, out=a)``,
+``torch.sort(x, out=(t, t))``. This oracle makes the aliased call on the
+sample's values and judges what came back. Forms, each planned only where it
+is possible (``applicable``), one case per form and argument:
+
+* ``shared-out``: one tensor passed for two outputs of a multi-output op
+  (the first pair of outputs with the same shape and dtype);
+* ``out-is-input``: ``out=`` the very tensor passed as an input (same shape
+  and dtype): for a pointwise op this is a legitimate in-place computation;
+* ``out-overlaps-input``: ``out=`` starts at the second element of an input
+  of its dtype, in the input's storage (partial overlap);
+* ``inplace-other-is-self``: an in-place op's other argument is self itself;
+* ``inplace-other-views-self``: the other argument is a view of self's
+  storage starting one element before self (partial overlap);
+* ``inplace-other-transposes-self``: the other argument is self's transpose
+  (``x.add_(x.mT)``; self square in its last two dims).
+
+In each partial form the written tensor starts one element after the read
+one, so a kernel that streams forward clobbers an element before it reads
+it. The oracle name carries the form and the two paths,
+``alias:<form>:<written>=<read>`` (``alias:out-overlaps-input:out=args[0]``),
+so a case replays from its id.
+
+What is right. Raising is always right (PyTorch refuses partial overlap with
+"unsupported operation: some elements of the input tensor and the written-to
+tensor refer to a single memory location"). If the call returns, every
+written tensor must equal the op's functional result on unaliased copies of
+the values the arguments held before the call (arguments are read before
+anything is written: ``x.add_(y) == x + y`` with ``y`` as it was), within the
+judge's tolerance rule (judge.tolerance: the table, widened by the op's
+measured sensitivity only where the table fails), and no storage element the
+written views do not cover may change (in a shared storage that is the
+read argument's uncovered elements and the guards after the views).
+
+Two outputs in one tensor. If the op returns, the tensor must hold one of the
+two results entirely, shape included, and which one does not matter. The
+out= contract is that each result is written to its tensor; written one after
+the other, each whole, the tensor ends up holding whichever came last, and
+the order is the kernel's business. Anything else (some elements of each
+result, or values neither has) means the kernel interleaved the two writes
+or read back its own half-written output: the user's tensor holds a value
+that no result has, silently.
+
+Blame. A wrong answer is charged to aliasing only if the same call on
+unaliased copies (same variant: in-place on a clone, out= into fresh tensors)
+gives the functional result; otherwise the case is skipped with that reason,
+since the in-place and out= contracts already report that bug. Ops whose
+values cannot be compared (random, uninitialized, storage-defined: see
+run.facts) are skipped.
+
+One finding per case, kind ``alias_mismatch`` against the ``alias``
+reference: wrong values first, else writes outside the written views. The
+repro script (deep.alias_script) rebuilds the aliased storage exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..cases import layouts, opinfo
+from ..cases.records import VARIANT_WORDS, Case, Unit
+from ..judge import compare as cmp
+from ..judge.context import Context, changed
+from ..judge.oracles import one_line
+from ..judge.records import Finding, Mismatch, Outcome
+from ..run import call, tree
+from ..run.facts import STORAGE_DEFINED, Facts
+from ..run.facts import facts as read_facts
+from ..run.references import References
+
+DESCRIPTION = ("aliased arguments (two outputs in one out= tensor, out= on or overlapping an input, "
+               "in-place with another argument viewing self) must raise or give the unaliased result")
+
+# How each form reads after the op's name; {written} and {read} are argument paths.
+FORMS = {
+    "shared-out": "one tensor passed for both {written} and {read}",
+    "out-is-input": "{written} the same tensor as {read}",
+    "out-overlaps-input": "{written} starting at the second element of {read} (partial overlap)",
+    "inplace-other-is-self": "{read} the same tensor as self",
+    "inplace-other-views-self": "{read} a view of self's storage starting one element before self",
+    "inplace-other-transposes-self": "{read} the transpose of self (a view of it)",
+}
+# Forms where both paths are one tensor (the others are two views of one storage).
+SAME_TENSOR = frozenset({"shared-out", "out-is-input", "inplace-other-is-self"})
+KIND, REFERENCE = "alias_mismatch", "alias"
+
+Meta = tuple[tuple[int, ...], torch.dtype]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Form:
+    """One aliasing of one call: ``written`` (self, or an out= path) and ``read`` share memory."""
+
+    name: str  # a key of FORMS
+    written: str
+    read: str
+
+    @property
+    def oracle(self) -> str:
+        return f"alias:{self.name}:{self.written}={self.read}"
+
+    @classmethod
+    def parse(cls, oracle: str) -> "Form":
+        family, name, pair = oracle.split(":", 2)
+        written, read = pair.split("=", 1)
+        if family != "alias" or name not in FORMS:
+            raise ValueError(f"not an alias oracle: {oracle!r}")
+        return cls(name=name, written=written, read=read)
+
+    def words(self) -> str:
+        return FORMS[self.name].format(written=self.written, read=self.read)
+
+
+# --- which forms apply ------------------------------------------------------------------
+
+
+def applicable(variant: str, inputs: dict[str, Meta], outputs: dict[str, Meta]) -> list[Form]:
+    """The forms possible for a call with these input and output tensors (shape, dtype)."""
+    found: list[Form] = []
+    if variant == "inplace" and "input" in inputs:
+        shape, dtype = inputs["input"]
+        n = math.prod(shape)
+        for path, (other, other_dtype) in inputs.items():
+            if path == "input" or path.startswith("input[") or other_dtype != dtype or not n or not math.prod(other):
+                continue
+            if other == shape:
+                found.append(Form(name="inplace-other-is-self", written="input", read=path))
+            if math.prod(other) >= 2:
+                found.append(Form(name="inplace-other-views-self", written="input", read=path))
+            if other == shape and len(shape) >= 2 and shape[-1] == shape[-2] > 1:
+                found.append(Form(name="inplace-other-transposes-self", written="input", read=path))
+    elif variant == "out":
+        paths = [p for p, (s, _) in outputs.items() if math.prod(s)]
+        pair = next(((a, b) for i, a in enumerate(paths) for b in paths[i + 1:] if outputs[a] == outputs[b]), None)
+        if pair:
+            found.append(Form(name="shared-out", written=pair[0], read=pair[1]))
+        for path, (shape, dtype) in inputs.items():
+            if not math.prod(shape):
+                continue
+            same = next((q for q in paths if outputs[q] == (shape, dtype)), None)
+            if same:
+                found.append(Form(name="out-is-input", written=same, read=path))
+            overlapping = next((q for q in paths if outputs[q][1] == dtype), None)
+            if overlapping and math.prod(shape) >= 2:
+                found.append(Form(name="out-overlaps-input", written=overlapping, read=path))
+    return found
+
+
+def _metas(tensors: dict[str, Any]) -> dict[str, Meta] | None:
+    if not all(isinstance(t, torch.Tensor) and t.layout == torch.strided for t in tensors.values()):
+        return None
+    return {p: (tuple(t.shape), t.dtype) for p, t in tensors.items()}
+
+
+def plan(unit: Unit, variant: str, sample: int) -> list[str]:
+    if variant not in ("inplace", "out"):
+        return []
+    from ..engine import samples_of  # the engine imports deep/: late, and cached there
+
+    s = samples_of(unit.op, unit.dtype)[sample]
+    inputs = _metas(tree.call_leaves(*call.sample_call(s, "cpu")))
+    outputs = _output_metas(unit.op, unit.dtype, sample) if variant == "out" else {}
+    if inputs is None or outputs is None:
+        return []
+    return [form.oracle for form in applicable(variant, inputs, outputs)]
+
+
+@functools.lru_cache(maxsize=64)
+def _output_metas(op: str, dtype: str, sample: int) -> dict[str, Meta] | None:
+    """Shapes and dtypes of the functional result, from one call on the CPU (None: not all tensors)."""
+    from ..engine import samples_of
+
+    s = samples_of(op, dtype)[sample]
+    args, kwargs = call.sample_call(s, "cpu")
+    args, kwargs = tree.replace_call(args, kwargs, {p: t.detach().clone() for p, t in tree.call_leaves(args, kwargs).items()})
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            call.seed("cpu")
+            result = opinfo.functions(opinfo.get(op))["functional"](*args, **kwargs)
+    except Exception:
+        return None
+    return _metas(dict(tree.output_leaves(result)))
+
+
+# --- making the aliased call --------------------------------------------------------------
+
+
+@dataclass
+class Aliased:
+    """The aliased tensors of one call, and the call (live tensors; stays in the worker)."""
+
+    prepared: call.Prepared
+    written: tuple[str, ...]  # paths the call writes by contract
+    layouts: dict[str, str]  # path -> how it aliases, for the findings file ("view of input", ...)
+    outs: dict[str, Meta]  # out= paths and what each must hold (shape, dtype)
+
+
+def _fresh(shape, dtype, device) -> torch.Tensor:
+    """A contiguous tensor in a storage of its own, poisoned, with guards after it."""
+    return layouts.apply("contiguous", torch.full(shape, layouts.poison(dtype), dtype=dtype, device=device))
+
+
+def _shifted_pair(read: torch.Tensor, written: torch.Tensor, *, keep_written: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``read`` at offset 0 and ``written`` at offset 1 of one poisoned storage (guards after both).
+
+    Where they overlap the storage holds ``written``'s values if
+    ``keep_written`` (an in-place self: its values are an input too), else
+    ``read``'s (an out= tensor's values are never read).
+    """
+    n_read, n_written = read.numel(), written.numel()
+    storage = torch.full((max(n_read, 1 + n_written) + layouts.GUARD,), layouts.poison(read.dtype), dtype=read.dtype, device=read.device)
+    storage[1:1 + n_written].copy_(written.reshape(-1))
+    storage[:n_read].copy_(read.reshape(-1))
+    if keep_written:
+        storage[1:1 + n_written].copy_(written.reshape(-1))
+    view = lambda t, offset: storage.as_strided(tuple(t.shape), layouts.contiguous_strides(t.shape), offset).detach()  # noqa: E731
+    return view(read, 0), view(written, 1)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every tuple subclass (torch.return_types) made a plain tuple, as out= takes it."""
+    if isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def aliased(form: Form, subject, expected: Any) -> Aliased:
+    """The call of ``subject``'s case with ``form``'s aliasing, built afresh (so it can be made twice)."""
+    case = subject.case
+    args, kwargs = call.sample_call(subject.sample, case.device)
+    inputs = {p: layouts.apply("contiguous", t.detach()) for p, t in tree.call_leaves(args, kwargs).items()}
+    tensors = dict(inputs)
+    how: dict[str, str] = {}
+    templates: dict[str, Meta] = {}
+    if case.variant == "inplace":
+        written = ("input",)
+        self_, other = tensors["input"], tensors[form.read]
+        if form.name == "inplace-other-is-self":
+            tensors[form.read] = self_
+            how[form.read] = "self itself"
+        elif form.name == "inplace-other-views-self":
+            tensors[form.read], tensors["input"] = _shifted_pair(other, self_, keep_written=True)
+            how[form.read] = "view of self's storage, one element before self"
+        else:
+            tensors[form.read] = self_.transpose(-1, -2)
+            how[form.read] = "transpose of self"
+        inputs = {p: tensors[p] for p in inputs}
+    else:
+        templates = {p: (tuple(v.shape), v.dtype) for p, v in tree.output_leaves(expected)}
+        outs = {p: _fresh(shape, dtype, case.device) for p, (shape, dtype) in templates.items()}
+        written = tuple(outs)
+        if form.name == "shared-out":
+            outs[form.read] = outs[form.written]
+            how[form.read] = f"the same tensor as {form.written}"
+        elif form.name == "out-is-input":
+            outs[form.written] = tensors[form.read]
+            how[form.written] = f"the same tensor as {form.read}"
+        else:
+            tensors[form.read], outs[form.written] = _shifted_pair(tensors[form.read], outs[form.written], keep_written=False)
+            how[form.written] = f"view of {form.read}'s storage from its second element on"
+        inputs = {p: tensors[p] for p in inputs}
+        tensors = {**inputs, **outs}
+        kwargs = dict(kwargs, out=tree.replace(_plain(expected), "out", outs))
+    args, kwargs = tree.replace_call(args, kwargs, inputs)
+    prepared = call.Prepared(case=case, function=subject.function, args=args, kwargs=kwargs, tensors=tensors,
+                             written=frozenset(written), process=subject.sample.output_process_fn_grad)
+    return Aliased(prepared=prepared, written=written, layouts=how, outs=templates)
+
+
+def unaliased(made: Aliased, values: dict[str, torch.Tensor]) -> tuple[Aliased, dict, dict, frozenset[str]]:
+    """The same variant made on unaliased copies of ``values`` (fresh out= tensors).
+
+    Returns the call as made (its tensors the copies, written), the written
+    storages' snapshot and metadata from before it, and the inputs the call
+    changed besides (batch norm's running statistics: written by contract).
+    """
+    copies = {p: layouts.apply("contiguous", v) for p, v in values.items()}
+    copies.update({p: _fresh(shape, dtype, made.prepared.case.device) for p, (shape, dtype) in made.outs.items()})
+    plain = dataclasses.replace(made, prepared=dataclasses.replace(made.prepared, tensors=copies))
+    written = {p: copies[p] for p in made.written}
+    before, meta = call.snapshot(written), {p: call.metadata(t) for p, t in written.items()}
+    inputs = {p: copies[p] for p in values if p not in made.written}
+    kept = call.snapshot(inputs)
+    call.compute(plain.prepared, copies)
+    call.synchronize(made.prepared.case.device)
+    changed_inputs = frozenset(p for p, t in inputs.items() if bool(changed(kept[p], call.storage_of(t)).any()))
+    return plain, before, meta, changed_inputs
+
+
+# --- judging ------------------------------------------------------------------------------
+
+
+class _Seen:
+    """What judge.context.Context reads of a case, for an aliased call (Context's evidence)."""
+
+    def __init__(self, case: Case, refs: References, facts: Facts, spec, op: str):
+        self.case, self.refs, self.facts = case, refs, facts
+        self.prepared = refs.base  # the unaliased values: what tie-breaking canonicalisers look at
+        self.op = op
+        self._spec = spec
+
+    def call_spec(self):
+        return self._spec
+
+
+def run(subject) -> Outcome:
+    case = subject.case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # resize warnings of a shared out=, deprecations: not findings
+        return _judge(subject, Form.parse(case.oracle))
+
+
+def _skip(case: Case, reason: str, status: str = "skip") -> Outcome:
+    return Outcome(case=case, status=status, reason=reason)
+
+
+def _judge(subject, form: Form) -> Outcome:
+    case = subject.case
+    if case.layouts:  # a neighbour the diagnosis tries: aliasing decides the layout here
+        return _skip(case, "the alias oracle lays its tensors out itself (contiguous, sharing memory); layouts are not applied")
+    base = subject.base()  # the functional call on the sample's values, contiguous
+    if not base.contiguous.ok:
+        return _skip(case, "the contiguous reference raised: " + one_line(base.contiguous.error), "raised")
+    facts = read_facts(base.trace, base.base.tensors, base.contiguous.value, fallback=case.op)
+    if facts.random or facts.uninitialized or case.op.split(".")[0] in STORAGE_DEFINED:
+        what = "random" if facts.random else "uninitialized" if facts.uninitialized else "defined by storage"
+        return _skip(case, f"values {what}: an aliased call cannot be compared with an unaliased one")
+    inputs = _metas(tree.call_leaves(*call.sample_call(subject.sample, case.device)))
+    outputs = _metas(dict(tree.output_leaves(base.contiguous.value))) if case.variant == "out" else {}
+    if inputs is None or outputs is None or form not in applicable(case.variant, inputs, outputs):
+        return _skip(case, f"{form.words()} is not possible for this sample")
+
+    made = aliased(form, subject, base.contiguous.value)
+    prepared = made.prepared
+    before = call.snapshot(prepared.tensors)
+    meta = {p: call.metadata(t) for p, t in prepared.tensors.items()}
+    values = {p: prepared.tensors[p].detach().clone() for p in tree.call_leaves(prepared.args, {k: v for k, v in prepared.kwargs.items() if k != "out"})}
+    refs = base if case.variant == "out" else _references(subject, prepared, values)
+    if not refs.contiguous.ok:
+        return _skip(case, "the functional call on the aliased values raised: " + one_line(refs.contiguous.error), "raised")
+    try:
+        call.compute(prepared)
+        call.synchronize(case.device)
+    except Exception as e:  # PyTorch refused the aliasing: always right
+        return _skip(case, one_line(e), "raised")
+
+    expected = refs.contiguous.value
+    actual = _actual(case, made, expected)
+    if actual is None:
+        return _skip(case, "the functional result does not have self's structure")
+    shared = (form.written, form.read) if form.name == "shared-out" else ()
+    spec = call.call_spec(prepared, call.Ran(before=before, meta=meta), opinfo.public_name(subject.entry, case.variant))
+    spec = dataclasses.replace(spec, tensors=tuple(dataclasses.replace(t, layout=made.layouts.get(t.path, t.layout)) for t in spec.tensors))
+    seen = _Seen(case, refs, facts, spec, op="")
+    ctx = Context(seen, subject.override)
+    wrong = _wrong_values(ctx, actual, expected, shared)
+    outside = _outside_writes(prepared, made.written, before, meta)
+    if not wrong and outside is None:
+        return Outcome(case=case, status="pass")
+
+    # blame: the same call without aliasing must be right, or this is not aliasing's bug
+    try:
+        plain, plain_before, plain_meta, writes = unaliased(made, values)
+    except Exception as e:
+        return _skip(case, f"the same call on unaliased copies raised ({one_line(e)}): aliasing cannot be blamed")
+    if form.read in writes:  # two writes to one memory, both by contract: no single right answer
+        return _skip(case, f"the call writes {form.read} itself (unaliased too), so aliasing it with a written tensor has no single right answer")
+    plain_wrong = _wrong_values(ctx, _actual(case, plain, expected), expected, ())
+    if wrong and plain_wrong:
+        return _skip(case, f"the same call on unaliased copies is wrong too ({plain_wrong[0].describe()}): "
+                           "the in-place and out= contracts report that, not aliasing")
+    if outside is not None and _outside_writes(plain.prepared, plain.written, plain_before, plain_meta) is not None:
+        outside = None  # it writes outside its views unaliased too: the storage contract reports that
+    if not wrong and outside is None:
+        return Outcome(case=case, status="pass", reason="writes outside the written views, aliased or not: not aliasing's bug")
+    seen.op = _traced_op(form, subject, base.contiguous.value) or facts.op
+    ctx.report(KIND, REFERENCE, _summary(ctx, form, wrong, outside, shared), wrong[0] if wrong else outside, detail=_detail(form))
+    return Outcome(case=case, status="finding", findings=tuple(ctx.findings))
+
+
+def _references(subject, prepared: call.Prepared, values: dict[str, torch.Tensor]) -> References:
+    """The functional call on unaliased copies of the aliased call's input values (in-place forms)."""
+    functional = dataclasses.replace(subject.case, variant="functional", oracle="")
+    args, kwargs = tree.replace_call(prepared.args, prepared.kwargs, values)
+    base = call.Prepared(case=functional, function=opinfo.functions(subject.entry)["functional"], args=args, kwargs=kwargs,
+                         tensors=values, written=frozenset(), process=prepared.process)
+    return References(base, getattr(torch, subject.case.dtype), seed=subject.case.sample)
+
+
+def _actual(case: Case, made: Aliased, expected: Any) -> Any:
+    """The written tensors, shaped like the functional result (None: self cannot hold it)."""
+    tensors = made.prepared.tensors
+    if case.variant == "inplace":
+        leaves = cmp.flatten(expected)
+        if len(leaves) != 1 or not isinstance(leaves[0][1], torch.Tensor):
+            return None
+        return tensors["input"]
+    return tree.replace(_plain(expected), "out", {p: tensors[p] for p in made.written})
+
+
+def _wrong_values(ctx: Context, actual: Any, expected: Any, shared: tuple[str, ...]) -> list[Mismatch]:
+    """Mismatches of the written tensors against the functional result (the table first, then the rule).
+
+    A tensor shared by two outputs is right if it equals either output's result.
+    """
+    inplace = ctx.case.variant == "inplace"
+    if inplace:  # self keeps its dtype, whatever the functional result's (one tensor: _actual saw to it)
+        actual, expected = actual.detach(), cmp.flatten(expected)[0][1].to(actual.dtype)
+    found = cmp.compare(cmp.flatten(actual), cmp.flatten(expected), tolerance=ctx.tolerance, check_dtype=False)
+    if found:
+        found = ctx.differs(actual, expected, scale=2.0, check_dtype=False)
+    if inplace:
+        found = [dataclasses.replace(m, path="input") for m in found]
+    if shared and not (shared[0] in {m.path for m in found} and shared[1] in {m.path for m in found}):
+        found = [m for m in found if m.path not in shared]  # it holds one of the two results entirely
+    elif shared:
+        first, second = (next(m for m in found if m.path == p) for p in shared)
+        both = dataclasses.replace(first, expected=f"{first.expected} ({shared[0]}'s result) or {second.expected} ({shared[1]}'s)")
+        found = [both] + [m for m in found if m.path not in shared]
+    return found
+
+
+def _outside_writes(prepared: call.Prepared, written: tuple[str, ...], before: dict, meta: dict) -> Mismatch | None:
+    """Storage elements no written view covers that changed, in the storages the call writes."""
+    storages: dict[int, list[str]] = {}
+    for path in written:
+        storages.setdefault(prepared.tensors[path].untyped_storage().data_ptr(), []).append(path)
+    for paths in storages.values():
+        first = paths[0]
+        after = call.storage_of(prepared.tensors[first])
+        if after.numel() != before[first].numel():
+            continue  # the storage was replaced (a resize): the values say what went wrong
+        covered = torch.zeros(after.numel(), dtype=torch.bool)
+        for path in paths:
+            shape, stride, offset = meta[path]
+            if all(s > 0 for s in shape):
+                covered[torch.arange(after.numel()).as_strided(shape, stride, offset).reshape(-1)] = True
+        moved = changed(before[first], after.detach().cpu()) & ~covered
+        if bool(moved.any()):
+            owners = [p for p, t in prepared.tensors.items() if p not in written and t.untyped_storage().data_ptr() == prepared.tensors[first].untyped_storage().data_ptr()]
+            where = f"{owners[0]}'s storage" if owners else f"{first}'s storage"
+            count = int(moved.sum())
+            return Mismatch(path=owners[0] if owners else first, attribute="storage", expected=f"{where} unchanged outside {', '.join(paths)}",
+                            actual=f"{count} element(s) changed, first at storage index {int(moved.nonzero()[0])}",
+                            mismatched=count, numel=int((~covered).sum()))
+    return None
+
+
+def _traced_op(form: Form, subject, expected: Any) -> str:
+    """The aten op the aliased call computes with (traced on a rebuilt copy: never the judged call)."""
+    again = aliased(form, subject, expected)
+    try:
+        return call.traced(again.prepared, again.prepared.tensors)[0].primary()
+    except Exception:
+        return ""
+
+
+def _named(ctx: Context) -> str:
+    """The op as a person names it: the aten op, with the catalog name when the call is a composite's."""
+    probe = Finding(id="", kind=KIND, op=ctx.ev.op or ctx.case.op, opinfo=ctx.case.op, variant=ctx.case.variant,
+                    dtype=ctx.case.dtype, device=ctx.case.device, reference=REFERENCE, case_id=ctx.case.id, layouts=(), summary="")
+    return probe.name
+
+
+def _summary(ctx: Context, form: Form, wrong: list[Mismatch], outside: Mismatch | None, shared: tuple[str, ...]) -> str:
+    name, _, inner = _named(ctx).partition(" (")
+    through = f" (through {inner.removesuffix(')')})" if inner else ""
+    head = f"{name}{VARIANT_WORDS[ctx.case.variant]} [{ctx.case.dtype}]{through} with {form.words()} returns instead of raising"
+    path = ("self" if ctx.case.variant == "inplace" else wrong[0].path) if wrong else ""
+    if wrong and shared and wrong[0].path == shared[0] and wrong[0].attribute == "values":
+        what = f"but the tensor holds neither result entirely ({wrong[0].mismatched} of {wrong[0].numel} elements differ from {shared[0]}'s)"
+    elif wrong and wrong[0].attribute == "values":
+        what = f"but {path} is wrong in {wrong[0].mismatched} of {wrong[0].numel} elements"
+    elif wrong:
+        what = f"but {path} has the wrong {wrong[0].attribute} ({wrong[0].actual}, expected {wrong[0].expected})"
+    else:
+        what = ""
+    if outside is not None:
+        writes = f"writes {outside.mismatched} storage element(s) of {outside.path} outside the written view"
+        what = f"{what} and {writes}" if what else f"but {writes}"
+    return f"{head} {what}"
+
+
+def _detail(form: Form) -> str:
+    """What the case did, in words; the threads and --import modules of the worker (for the repro script)."""
+    from ..sweep import _IMPORTED
+
+    # which elements a kernel reads after writing them can depend on how it splits the work
+    threads = torch.get_num_threads()
+    text = f"aliasing: {form.words()}; {threads} intra-op thread{'s' if threads > 1 else ''}"
+    if _IMPORTED:
+        text += f"; with --import {', '.join(_IMPORTED)}"
+    return text
+
+
+def repro(finding, torch_version: str) -> str | None:
+    from . import alias_script
+
+    return alias_script.script(finding, torch_version)
