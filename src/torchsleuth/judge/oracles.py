@@ -152,7 +152,7 @@ def device(ctx: Context) -> None:
     # does not compute (batch norm's saved statistics in eval mode)
     uncomputed = {p for (p, a), (_, e) in zip(cmp.flatten(ev.ran.result), cmp.flatten(reference.value))
                   if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor) and (a.numel() == 0) != (e.numel() == 0)}
-    found = [m for m in ctx.differs(ev.ran.result, reference.value, scale=2.0, extra=extra, check_dtype=False) if m.path not in zeros | uncomputed]
+    found = [m for m in ctx.differs(ev.ran.result, reference.value, scale=2.0, extra=extra, check_dtype=False) if m.path not in {*zeros, *uncomputed}]
     if found and ev.declared_nondeterministic and ev.nondeterministic:
         ctx.notes.append(f"{ctx.short()} on {ctx.case.device} differs from the CPU, but PyTorch declares it nondeterministic there")
     elif found:
