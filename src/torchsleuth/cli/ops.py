@@ -66,6 +66,13 @@ def add_parser(commands) -> None:
                    "variant and dtype, failing with its findings; `torchsleuth report` writes it from a stored run too")
     p.add_argument("--oracles", metavar="LIST",
                    help="deeper oracles to run as well, comma-separated, or 'all' (see below); default none")
+    p.add_argument("--cpu-capabilities", metavar="LIST",
+                   help="the CPU instruction sets the capability oracle compares (ATEN_CPU_CAPABILITY values: default, "
+                        "avx2, avx512, ...), comma-separated, or 'all'; default every one this CPU supports; "
+                        "implies --oracles capability")
+    p.add_argument("--compile", action="store_true",
+                   help="also run each sample's contiguous functional call through torch.compile (inductor) and judge "
+                        "it against eager, and eager after the compile against eager before (the compile oracle)")
     p.add_argument("--list", action="store_true", help="list the ops that --ops selects, with variants and dtypes, and exit")
     p.add_argument("--no-shrink", action="store_true",
                    help="report findings as found: no replay, shrinking or diagnosis after the sweep")
@@ -84,6 +91,7 @@ def run(args) -> int:
     variants = select.resolve_variants(args.variants)
     oracles = select.resolve_oracles(args.oracles)
     device = devices.parse(args.device)
+    oracles = _deep_flags(args, oracles, device)
     imports = load(args.imports)
     ops = select.resolve_ops(args.ops)
     if args.list:
@@ -96,6 +104,23 @@ def run(args) -> int:
         oracles=oracles,
     )
     return finish(config, out=Path(args.out), db=args.db, json_path=args.json, progress=not args.no_progress, junit_path=args.junit)
+
+
+def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
+    """--compile and --cpu-capabilities: their oracles added; the capabilities checked and handed to the workers."""
+    import os
+
+    if args.compile and "compile" not in oracles:
+        oracles += ("compile",)
+    if args.cpu_capabilities is None and "capability" not in oracles:
+        return oracles
+    from ..deep import capability
+
+    if device != "cpu":
+        raise UsageError(f"the capability oracle compares the CPU's kernels; it cannot run with --device {device}")
+    # the workers read the choice from the environment they inherit (the oracle's plan sees no config)
+    os.environ[capability.ENV] = ",".join(capability.resolve(args.cpu_capabilities))
+    return oracles if "capability" in oracles else (*oracles, "capability")
 
 
 def writable_outputs(out: Path, json_path: str | None, junit_path: str | None = None) -> None:

@@ -1,0 +1,139 @@
+"""The repro script of a ``compile`` finding: eager, compiled, eager again, and global state around them.
+
+Design note. The script rebuilds the call's tensors exactly (report/repro.py's
+blocks), reads a fingerprint of global state, runs the call eagerly, through
+``torch.compile(backend="inductor", fullgraph=True, dynamic=False)`` (with
+inductor's on-disk caches off, as the oracle compiles), reads the fingerprint
+again and runs the call eagerly once more. It prints all three comparisons
+and exits by the one the finding is about (``ASPECT``): the compiled result
+against eager within ``ATOL``/``RTOL`` (the table's; the sweep may have
+allowed more), eager after against eager before bit for bit, or the
+fingerprint. The run's ``--import`` modules are imported first.
+
+Exit status: 1 while the bug is present, 0 once it is gone, 2 when it cannot
+be checked (the call or the compile raises).
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from ..judge.records import Finding
+from ..judge.tolerance import table
+from ..report import repro as generic
+
+_MAIN = '''
+
+def load_imports():
+    """The modules the sweep imported first (custom kernels): a .py file or a module name."""
+    for name in IMPORTS:
+        if name.endswith(".py"):
+            GLOBALS.append(runpy.run_path(name, run_name="__torchsleuth_import__"))
+        else:
+            importlib.import_module(name)
+
+
+GLOBALS = []  # keeps an imported file's torch.library objects alive
+
+
+def state():
+    """Global flags that change eager results (flush-denormal mode by a probe: torch has no getter)."""
+    probes = {{
+        "flush_denormal": lambda: (torch.tensor([1e-39]) * torch.tensor([1.0])).item() == 0.0,
+        "default_dtype": torch.get_default_dtype,
+        "num_threads": torch.get_num_threads,
+        "deterministic_algorithms": lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
+        "grad_enabled": torch.is_grad_enabled,
+        "float32_matmul_precision": torch.get_float32_matmul_precision,
+        "mkldnn.enabled": lambda: torch.backends.mkldnn.enabled,
+        "cudnn.enabled": lambda: torch.backends.cudnn.enabled,
+        "cudnn.benchmark": lambda: torch.backends.cudnn.benchmark,
+        "cudnn.deterministic": lambda: torch.backends.cudnn.deterministic,
+        "cudnn.allow_tf32": lambda: torch.backends.cudnn.allow_tf32,
+        "cuda.matmul.allow_tf32": lambda: torch.backends.cuda.matmul.allow_tf32,
+        "default_device": lambda: str(torch.get_default_device()),
+    }}
+    found = {{}}
+    for name, read in probes.items():
+        try:
+            found[name] = read()
+        except Exception:
+            pass
+    return found
+
+
+def without_disk_caches():
+    """Inductor's on-disk caches off: a cache hit would skip what the compile does."""
+    import torch._inductor.config as inductor_config
+    if hasattr(inductor_config, "fx_graph_cache"):
+        inductor_config.fx_graph_cache = False
+    try:
+        import torch._functorch.config as functorch_config
+        if hasattr(functorch_config, "enable_autograd_cache"):
+            functorch_config.enable_autograd_cache = False
+    except ImportError:
+        pass
+
+
+def main():
+    load_imports()
+    without_disk_caches()
+    print("torchsleuth repro: eager, torch.compile (inductor), eager again; global state around them")
+    print({call_line!r})
+    describe(tensors())
+    state_before = state()
+    torch.manual_seed(CALL_SEED)
+    before = leaves(call(tensors()))
+    compiled_call = torch.compile(call, backend="inductor", fullgraph=True, dynamic=False)
+    torch.manual_seed(CALL_SEED)
+    compiled = leaves(compiled_call(tensors()))
+    state_after = state()
+    torch.manual_seed(CALL_SEED)
+    after = leaves(call(tensors()))
+    changed = {{name: (value, state_after.get(name)) for name, value in state_before.items() if state_after.get(name) != value}}
+    print("global state:", "unchanged" if not changed else "; ".join(f"{{n}} {{a}} -> {{b}}" for n, (a, b) in changed.items()))
+    print("eager after the compile against eager before, bit for bit:")
+    same_after = compare(after, before, bitwise=True)
+    print("compiled against eager:")
+    agreed = compare(compiled, before, values=VALUES)
+    wrong = {{"state": bool(changed), "after": not same_after, "compiled": not agreed}}[ASPECT]
+{verdict}
+'''
+
+_ASPECTS = {"global state": "state", "eager after compile": "after", "compiled": "compiled"}
+_FIXED = {
+    "state": "compiling leaves global state as it was",
+    "after": "eager gives the same bits after the compile",
+    "compiled": "the compiled call agrees with eager",
+}
+
+
+def script(finding: Finding, torch_version: str) -> str:
+    from .compiled import aspect_of
+
+    call = finding.call
+    if call is None or call.why_not or not call.function:
+        why = call.why_not if call is not None and call.why_not else "the call was not recorded or has no public name"
+        return generic._no_repro(finding, torch_version, why)
+    aspect = _ASPECTS[aspect_of(finding)]
+    m = finding.mismatch
+    if m is not None and m.attribute == "values" and aspect == "compiled":
+        atol, rtol = m.atol, m.rtol
+    else:
+        tolerance = table(getattr(torch, finding.dtype))
+        atol, rtol = tolerance.atol, tolerance.rtol
+    imports = tuple(re.search(r"--import (.+)$", finding.detail).group(1).split()) if "--import " in finding.detail else ()
+    constants = [
+        f"ASPECT = {aspect!r}  # which check the finding failed: compiled, after (eager rerun) or state",
+        f"VALUES = {not (m is not None and aspect == 'compiled' and m.attribute != 'values')!r}  # False: metadata only (random ops)",
+        f"IMPORTS = {imports!r}  # what the sweep imported first (--import); edit if they moved",
+        f"ATOL, RTOL = {atol!r}, {rtol!r}  # compiled against eager: |a - e| <= ATOL + RTOL * |e| (the table's)",
+    ]
+    lines = generic._preamble(finding, call, torch_version, ("leaves", "compare"), constants, imports=("importlib", "runpy"))
+    lines += generic._function_lines(call)
+    lines += generic._tensors_function(call)
+    verdict = "\n".join(generic._verdict("wrong", _FIXED[aspect]))
+    lines.append(_MAIN.format(call_line="call: " + generic._call_source(call), verdict=verdict).rstrip("\n"))
+    return "\n".join(lines + generic._data_block(call) + generic._footer())

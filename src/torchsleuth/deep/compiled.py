@@ -1,0 +1,313 @@
+"""The ``compile`` oracle: torch.compile (inductor) agrees with eager, and leaves eager alone.
+
+Design note. Inductor generates its own kernels (C++ on the CPU, Triton on
+GPUs), so eager is a reference for them and they for eager. For the
+contiguous functional call of each sample (not every layout: compiling costs
+about a second a graph) this oracle
+
+1. reads a fingerprint of global state (``STATE``: flush-denormal mode, by a
+   probe, since torch has no getter for it; the default dtype and device;
+   threads; deterministic algorithms; grad mode; matmul precision; the
+   mkldnn, cuDNN and TF32 flags);
+2. runs the call eagerly;
+3. runs it through ``torch.compile(backend="inductor", fullgraph=True,
+   dynamic=False)``;
+4. reads the fingerprint again and runs the call eagerly again.
+
+It judges the compiled result against eager by the judge's tolerance rule
+(the table widened by the op's measured sensitivity, twice since both sides
+round: inductor reorders and fuses floating point), and eager after against
+eager before bit for bit, and the fingerprint for any change: a compile that
+changes global state (flags, caches) silently changes later eager results,
+which the op's own samples may not show (no OpInfo sample has a subnormal, so
+flush-denormal mode changes none of them). A changed flag is set back
+afterwards, so that one bad compile does not spill into later cases. Each is
+its own finding (``compile_mismatch``), told apart by the mismatch's path
+(``compiled``, ``eager after compile``, ``global state``) and the summary,
+which also says which side float64 agrees with. Random ops (inductor draws
+with its own generator) and uninitialized results are compared by metadata
+only. A compile that raises (a graph break under ``fullgraph``, an
+unsupported op) is the case's ``raised`` outcome with the reason, not a
+finding.
+
+Costs. One compiled function per op, dtype and device, kept while the
+worker's cases stay on it (dynamo recompiles it for each new shape); dynamo
+is reset when they move on, before its recompile limit, and before a case
+id runs a second time (a shrink replay must compile again to see a change
+made by compiling). Inductor's on-disk FX-graph and AOTAutograd caches are
+off for these compiles: a cache hit skips the decompositions and lowerings,
+where a state change would happen, so results would depend on what an
+earlier run left on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+from typing import Callable
+
+import torch
+
+from ..cases.records import Case, Unit
+from ..judge import compare as cmp
+from ..judge.context import Context
+from ..judge.oracles import one_line
+from ..judge.records import Mismatch, Outcome
+from ..run import call, tree
+from ..run.evidence import Evidence
+from ..run.facts import STORAGE_DEFINED
+from ..run.facts import facts as read_facts
+from . import nearer
+from .peers import make_call
+
+DESCRIPTION = "each sample's contiguous call through torch.compile (inductor) against eager, and eager rerun after it (--compile)"
+KIND, REFERENCE = "compile_mismatch", "compile"
+# Paths of the three kinds of finding, in Mismatch.path.
+COMPILED, AFTER, STATE = "compiled", "eager after compile", "global state"
+# Compiles of one function before dynamo is reset (its recompile limit is 8).
+RECOMPILES = 6
+
+
+def plan(unit: Unit, variant: str, sample: int) -> list[str]:
+    return ["compile"] if variant == "functional" else []
+
+
+# --- global state ---------------------------------------------------------------------------------
+
+
+def _flush_denormal() -> bool:
+    """Whether subnormals are flushed: torch has a setter and no getter, so a probe."""
+    tiny = torch.tensor([1e-39], dtype=torch.float32)  # a float32 subnormal
+    return bool((tiny * torch.tensor([1.0], dtype=torch.float32)).item() == 0.0)
+
+
+def _attr(owner, name):
+    return (lambda: getattr(owner, name)), (lambda value: setattr(owner, name, value))
+
+
+def _state_table() -> dict[str, tuple[Callable, Callable]]:
+    """Flag -> (read, write). Only what this torch has: the flags moved between releases."""
+    found = {
+        "flush_denormal": (_flush_denormal, torch.set_flush_denormal),
+        "default_dtype": (torch.get_default_dtype, torch.set_default_dtype),
+        "num_threads": (torch.get_num_threads, torch.set_num_threads),
+        "deterministic_algorithms": (
+            lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
+            lambda v: torch.use_deterministic_algorithms(v[0], warn_only=v[1])),
+        "grad_enabled": (torch.is_grad_enabled, torch.set_grad_enabled),
+        "float32_matmul_precision": (torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+        "mkldnn.enabled": _attr(torch.backends.mkldnn, "enabled"),
+        "cudnn.enabled": _attr(torch.backends.cudnn, "enabled"),
+        "cudnn.benchmark": _attr(torch.backends.cudnn, "benchmark"),
+        "cudnn.deterministic": _attr(torch.backends.cudnn, "deterministic"),
+        "cudnn.allow_tf32": _attr(torch.backends.cudnn, "allow_tf32"),
+        "cuda.matmul.allow_tf32": _attr(torch.backends.cuda.matmul, "allow_tf32"),
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": _attr(torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction"),
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": _attr(torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction"),
+    }
+    if hasattr(torch, "get_default_device"):
+        found["default_device"] = (lambda: str(torch.get_default_device()), torch.set_default_device)
+    if hasattr(torch._C, "_get_cpu_allow_fp16_reduced_precision_reduction"):
+        found["cpu.allow_fp16_reduced_precision_reduction"] = (torch._C._get_cpu_allow_fp16_reduced_precision_reduction,
+                                                              torch._C._set_cpu_allow_fp16_reduced_precision_reduction)
+    return found
+
+
+def state() -> dict[str, object]:
+    """The fingerprint: flag -> value (a flag this torch cannot read is left out)."""
+    found = {}
+    for name, (read, _) in _state_table().items():
+        try:
+            found[name] = read()
+        except Exception:
+            continue
+    return found
+
+
+def _restore(before: dict, after: dict) -> None:
+    table = _state_table()
+    for name, value in before.items():
+        if after.get(name) != value:
+            try:
+                table[name][1](value)
+            except Exception:
+                pass
+
+
+# --- the compiled function, reused while dynamo allows -------------------------------------------------
+
+
+class _Compiler:
+    """One compiled function per (op, dtype, device); dynamo reset between them (see the design note)."""
+
+    def __init__(self):
+        self.scope = None
+        self.function = None
+        self.compiled = None
+        self.graphs = 0  # graphs inductor compiled for the current function
+        self.seen: set[str] = set()
+
+    def get(self, case: Case, function: Callable):
+        scope = (case.op, case.dtype, case.device)
+        if scope != self.scope or function is not self.function or case.id in self.seen or self.graphs >= RECOMPILES:
+            torch._dynamo.reset()
+            self.scope, self.function, self.graphs = scope, function, 0
+            self.compiled = torch.compile(_caller(function), backend=self._backend, fullgraph=True, dynamic=False)
+        self.seen.add(case.id)
+        return self.compiled
+
+    def _backend(self, graph, example_inputs):
+        self.graphs += 1
+        return torch._dynamo.lookup_backend("inductor")(graph, example_inputs)
+
+
+def _caller(function: Callable) -> Callable:
+    def call_op(args, kwargs):
+        return function(*args, **kwargs)
+
+    return call_op
+
+
+_COMPILER = _Compiler()
+
+
+def _uncached():
+    """Inductor's on-disk caches off for one compile (the flags moved between releases)."""
+    stack = contextlib.ExitStack()
+    import torch._inductor.config as inductor_config
+
+    if hasattr(inductor_config, "fx_graph_cache"):
+        stack.enter_context(inductor_config.patch(fx_graph_cache=False))
+    try:
+        import torch._functorch.config as functorch_config
+
+        if hasattr(functorch_config, "enable_autograd_cache"):
+            stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
+    except ImportError:
+        pass
+    return stack
+
+
+# --- the oracle ---------------------------------------------------------------------------------------
+
+
+def run(subject) -> Outcome:
+    case = subject.case
+    if case.variant != "functional":
+        return Outcome(case=case, status="skip", reason="the compile oracle compiles functional calls only")
+    try:
+        refs = subject.references(dataclasses.replace(case, oracle=""))
+    except Exception as e:
+        return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(getattr(e, "error", e)))
+    if not refs.contiguous.ok:
+        return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(refs.contiguous.error))
+    facts = read_facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=case.op)
+    facts = dataclasses.replace(facts, storage_defined=case.op.split(".")[0] in STORAGE_DEFINED)
+    # the sweep plans the contiguous call; the diagnosis asks for laid-out neighbours too
+    prepared = make_call(case, subject.function, subject.sample)
+    before_state = state()
+    ran = call.Ran(before=call.snapshot(prepared.tensors), meta={p: call.metadata(t) for p, t in prepared.tensors.items()})
+    try:
+        ran.result = _eager(prepared, call.rebuilt(ran, prepared))
+    except Exception as e:
+        return Outcome(case=case, status="raised", reason=one_line(e))
+    compiled, failure, graphs = None, None, 0
+    try:
+        compiled, graphs = _compiled(case, subject.function, prepared, call.rebuilt(ran, prepared))
+    except Exception as e:
+        failure = e
+    after_state = state()
+    try:
+        after = _eager(prepared, call.rebuilt(ran, prepared))
+    except Exception as e:
+        after, failure = None, failure or e
+
+    ctx = Context(Evidence(prepared, ran, refs, facts, function_name=_public_name(subject)), subject.override)
+    changed = {name: (value, after_state.get(name)) for name, value in before_state.items() if after_state.get(name) != value}
+    if changed:
+        _restore(before_state, after_state)
+        name, (was, now) = next(iter(changed.items()))
+        others = f" (and {', '.join(list(changed)[1:])})" if len(changed) > 1 else ""
+        _report(ctx, STATE, f"compiling {ctx.short()} [{case.dtype}] with torch.compile changed global state: {name} {was} -> {now}{others}",
+                Mismatch(path=STATE, attribute=name, expected=str(was), actual=str(now)))
+    if after is not None:
+        moved = cmp.compare(cmp.flatten(after), cmp.flatten(ran.result), tolerance=ctx.tolerance, bitwise=True)
+        if moved and not ctx.ev.nondeterministic:
+            _report(ctx, AFTER, f"{ctx.name()} gives other results in eager after torch.compile compiled it than before",
+                    dataclasses.replace(moved[0], path=f"{AFTER}: {moved[0].path}"))
+    if compiled is not None:
+        _judge_compiled(ctx, compiled, facts)
+    if ctx.findings:
+        return Outcome(case=case, status="finding", findings=tuple(ctx.findings))
+    if failure is not None:
+        inner = getattr(failure, "inner_exception", None)  # BackendCompilerFailed wraps inductor's own error
+        return Outcome(case=case, status="raised", reason="torch.compile raised: " + one_line(failure)
+                       + (f" ({one_line(inner)})" if inner is not None else ""))
+    how = "compiled a new graph" if graphs else "ran a graph compiled for an earlier case (same shapes)"
+    return Outcome(case=case, status="pass", reason=f"torch.compile {how}; state unchanged")
+
+
+def _public_name(subject) -> str:
+    from ..cases import opinfo
+
+    return opinfo.public_name(subject.entry, subject.case.variant)
+
+
+def _eager(prepared, tensors):
+    result = call.compute(prepared, tensors)
+    call.synchronize(prepared.case.device)
+    return result
+
+
+def _compiled(case: Case, function: Callable, prepared, tensors):
+    """The compiled call's result, and how many graphs inductor compiled for it (0: one was reused)."""
+    compiled = _COMPILER.get(case, function)
+    graphs = _COMPILER.graphs
+    args, kwargs = tree.replace_call(prepared.args, prepared.kwargs, tensors)
+    call.seed(case.device)
+    with _uncached():
+        result = compiled(args, kwargs)
+    call.synchronize(case.device)
+    return result, _COMPILER.graphs - graphs
+
+
+def _judge_compiled(ctx: Context, compiled, facts) -> None:
+    eager = ctx.ev.ran.result
+    if facts.random or facts.uninitialized:
+        # inductor draws with its own generator; garbage is garbage: metadata only
+        found = [m for m in cmp.compare(cmp.flatten(compiled), cmp.flatten(eager), tolerance=ctx.tolerance) if m.attribute != "values"]
+    else:
+        found = ctx.differs(compiled, eager, scale=2.0)
+    if not found:
+        return
+    if found[0].attribute == "values" and ctx.ev.nondeterministic:
+        ctx.notes.append("compiled differs from eager, but eager itself is not reproducible")
+        return
+    near = nearer.clause(ctx.ev.refs, found[0], found[0].path, {"compiled": cmp.flatten(compiled), "eager": cmp.flatten(eager)},
+                         reference="eager float64")
+    summary = f"{ctx.name()} compiled by torch.compile (inductor) differs from eager beyond tolerance{near}"
+    _report(ctx, COMPILED, summary, dataclasses.replace(found[0], path=f"{COMPILED}: {found[0].path}"))
+
+
+def _report(ctx: Context, aspect: str, summary: str, mismatch: Mismatch) -> None:
+    """A finding whose id names its aspect too: one case can hold all three."""
+    from ..sweep import _IMPORTED  # the --import modules this process loaded: the repro imports them too
+
+    detail = f"{aspect}; torch.compile(backend='inductor', fullgraph=True, dynamic=False)"
+    ctx.report(KIND, REFERENCE, summary, mismatch, detail=detail + (f"; --import {' '.join(_IMPORTED)}" if _IMPORTED else ""))
+    finding = ctx.findings[-1]
+    digest = hashlib.sha256(f"{ctx.case.id}|{KIND}|{REFERENCE}|{aspect}".encode()).hexdigest()[:10]
+    ctx.findings[-1] = dataclasses.replace(finding, id=f"f-{digest}")
+
+
+def aspect_of(finding) -> str:
+    """Which of the three checks a finding of this oracle failed."""
+    path = finding.mismatch.path if finding.mismatch else ""
+    return next((a for a in (STATE, AFTER, COMPILED) if path.startswith(a)), COMPILED)
+
+
+def repro(finding, torch_version: str) -> str | None:
+    from .compile_script import script
+
+    return script(finding, torch_version)
