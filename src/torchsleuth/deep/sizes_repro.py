@@ -1,0 +1,208 @@
+"""The repro script of a ``sizes`` finding: the same lengths, offset or batches, standalone.
+
+Design note. The script is made of the parts every torchsleuth script has
+(report.repro: the header, ``rebuild`` and the tensors' bytes, the call as
+source, the footer) and a check of its own, written out below as plain
+Python. It rebuilds the sample's tensors exactly, makes the same
+configurations as the oracle (deep.lengths: the tiles at every length and
+at a storage offset for a pointwise op; the batches of rolled rows for a
+reduction), computes every value or row alone, and prints each element that
+disagrees: its configuration, its position, both values.
+
+An element disagrees when its bits differ and the difference changes the
+class of the value (NaN, infinity, the sign of a zero for pointwise ops),
+is in an integer or bool result, or exceeds ``ATOL + RTOL * |alone| +
+SLACK``. ``ATOL`` and ``RTOL`` are the table's; ``SLACK`` is what the
+oracle's rule allowed beyond them at the worst element (the op's measured
+sensitivity to rounding), carried as one absolute amount: the script knows
+no float64 reference. So one-ULP differences between a vectorised body and
+a scalar tail, which the oracle's policy allows, do not fail the script.
+Exit 1 while an element disagrees, 0 once none does, 2 when the call raises.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..cases import layouts
+from ..judge.records import Finding
+from . import lengths
+from .sizes import BATCH_FRONT
+
+_POINTWISE = '''
+
+def poison(dtype):
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan")
+    return True if dtype == torch.bool else torch.iinfo(dtype).max - 3
+
+
+def placed(t, offset=0):
+    """A copy of ``t`` in a fresh storage at ``offset``, poison before and after it."""
+    storage = torch.full((offset + t.numel() + 4,), poison(t.dtype), dtype=t.dtype, device=t.device)
+    view = storage[offset:offset + t.numel()].view(t.shape)
+    view.copy_(t)
+    return view
+
+
+def disagree(a, e, signed_zero):
+    """Elementwise: the bits differ and the difference is a finding (see the header)."""
+    a, e = a.detach().cpu(), e.detach().cpu()
+    bad = ~same_bits(a, e).reshape(a.shape)
+    if not (a.is_floating_point() or a.is_complex()):
+        return bad
+    parts = [(a.real, e.real), (a.imag, e.imag)] if a.is_complex() else [(a, e)]
+    worse = torch.zeros(a.shape, dtype=torch.bool)
+    for x, y in parts:
+        x, y = x.double(), y.double()
+        changed = (torch.isnan(x) != torch.isnan(y)) | ((torch.isinf(x) | torch.isinf(y)) & (x != y))
+        if signed_zero:
+            changed |= (x == 0) & (y == 0) & (torch.signbit(x) != torch.signbit(y))
+        far = torch.isfinite(x) & torch.isfinite(y) & ((x - y).abs() > ATOL + RTOL * y.abs() + SLACK)
+        worse |= changed | far
+    return bad & worse
+
+
+def report(label, path, a, e, bad, where):
+    """Prints up to five disagreeing elements; ``where(i)`` says what element ``i`` holds."""
+    flat = bad.reshape(-1).nonzero().reshape(-1).tolist()
+    print(f"{label}: {path}: {len(flat)} of {bad.numel()} element(s) disagree with {REFERENCE}")
+    for i in flat[:5]:
+        print(f"    {where(i)}: {fmt(a.reshape(-1)[i])} here, {fmt(e.reshape(-1)[i])} {REFERENCE}")
+'''
+
+_TILES = '''
+
+def tiles(T, longest):
+    """The tensor arguments broadcast, flattened and tiled: element j holds value j % distinct."""
+    dims = {p: t for p, t in T.items() if t.dim() > 0} or dict(T)
+    shape = torch.broadcast_shapes(*(t.shape for t in dims.values()))
+    distinct = min(shape.numel(), MAX_DISTINCT, longest)
+    tiled = {}
+    for p, t in dims.items():
+        index = torch.arange(longest, device=t.device) % distinct
+        tiled[p] = t.detach().expand(shape).reshape(-1)[:distinct][index].contiguous()
+    kept = {p: t for p, t in T.items() if p not in dims}  # 0-dim tensors among dimensioned ones stay as they are
+    return tiled, kept, distinct
+
+
+def main():
+    T = tensors()
+    print("torchsleuth repro: an element's result must not depend on the tensor's length or where it starts")
+    print("call:", CALL)
+    describe(T)
+    tiled, kept, distinct = tiles(T, max(LENGTHS))
+    alone = [leaves(call({**{p: placed(t[j:j + 1]) for p, t in tiled.items()}, **kept})) for j in range(distinct)]
+    reference = [(path, torch.cat([a[i][1].reshape(-1) for a in alone])) for i, (path, _) in enumerate(alone[0])]
+    longest = max(LENGTHS)
+    configurations = [(f"length {n}", n, 0) for n in LENGTHS] + [(f"length {longest} at storage offset {OFFSET}", longest, OFFSET)]
+    wrong = []
+    for label, n, offset in configurations:
+        result = leaves(call({**{p: placed(t[:n], offset) for p, t in tiled.items()}, **kept}))
+        at = torch.arange(n) % distinct
+        for (path, a), (_, values) in zip(result, reference):
+            e = values[at.to(values.device)]
+            bad = disagree(a, e, signed_zero=True)
+            if bool(bad.any()):
+                wrong.append(label)
+                report(label, path, a, e, bad, lambda i: f"element {i} (value {i % distinct})")
+    sample = leaves(call(T))  # the sample's own call, flattened, where each element has its value alone
+    if all(isinstance(v, torch.Tensor) and v.numel() == distinct for _, v in sample):
+        for (path, a), (_, e) in zip(sample, reference):
+            bad = disagree(a.reshape(-1), e, signed_zero=True)
+            if bool(bad.any()):
+                wrong.append("the sample's shape")
+                report(f"the sample's shape {list(a.shape)}", path, a.reshape(-1), e, bad, lambda i: f"element {i}")
+    if wrong:
+        print("disagrees in:", ", ".join(dict.fromkeys(wrong)))
+        print("BUG PRESENT:", SUMMARY)
+        return 1
+    print("OK: every element gives the same result at every length and offset as alone")
+    return 0
+'''
+
+_ROWS = '''
+
+def batched(rows, rows_inner):
+    """The rows stacked along the new dim, the rows innermost or outermost in memory."""
+    if rows_inner:
+        stacked = placed(torch.stack(rows, dim=-1))
+        return stacked.movedim(-1, 0) if FRONT else stacked
+    stacked = placed(torch.stack(rows, dim=0))
+    return stacked if FRONT else stacked.movedim(0, -1)
+
+
+def main():
+    T = tensors()
+    print("torchsleuth repro: each row of a batch must reduce to what the row gives alone")
+    print("call:", CALL)
+    describe(T)
+    x = T["input"]
+    flat = x.detach().reshape(-1)
+    rows = [torch.roll(flat, b).reshape(x.shape).contiguous() for b in range(max(ROWS))]
+    alone = [leaves(call({"input": placed(r)})) for r in rows]
+    axis = 0 if FRONT else -1
+    wrong = []
+    for k in ROWS:
+        expected = [(path, torch.stack([a[i][1] for a in alone[:k]], dim=axis)) for i, (path, _) in enumerate(alone[0])]
+        for rows_inner in (False, True):
+            label = f"a batch of {k} rows ({'innermost' if rows_inner else 'outermost'} in memory)"
+            result = leaves(call({"input": batched(rows[:k], rows_inner)}))
+            for (path, a), (_, e) in zip(result, expected):
+                bad = disagree(a, e, signed_zero=False)
+                if bool(bad.any()):
+                    wrong.append(label)
+                    shape = list(a.shape)
+                    report(label, path, a, e, bad, lambda i: f"index {[int(j) for j in torch.unravel_index(torch.tensor(i), shape)]}")
+    if wrong:
+        print("disagrees in:", ", ".join(dict.fromkeys(wrong)))
+        print("BUG PRESENT:", SUMMARY)
+        return 1
+    print("OK: every row of every batch reduces to what it gives alone")
+    return 0
+'''
+
+
+def script(finding: Finding, torch_version: str) -> str | None:
+    from ..report import repro as common  # the parts every script shares
+
+    call = finding.call
+    if finding.kind in ("crash", "hang"):
+        why = (f"the worker died in one of the sizes oracle's own calls (the tensors it tiles from the sample); "
+               f"rerun the case {finding.case_id!r} with --workers 1 to see which")
+        return common._no_repro(finding, torch_version, why)
+    if finding.kind != "size_variance" or call is None or not call.function or call.why_not:
+        return None  # the generic script says why there is none
+    reduction = finding.detail.startswith("rows stacked")
+    m = finding.mismatch
+    atol, rtol = (m.atol, m.rtol) if m else (0.0, 0.0)
+    slack = 0.0
+    if m is not None and m.allowed is not None and math.isfinite(m.allowed):
+        try:
+            slack = max(0.0, m.allowed - atol - rtol * abs(float(m.expected)))
+        except ValueError:
+            slack = 0.0
+    constants = [
+        f"ATOL, RTOL = {atol!r}, {rtol!r}  # the tolerance table's, for this dtype",
+        f"SLACK = {slack!r}  # what torchsleuth's rule allowed beyond them at the worst element",
+        f"CALL = {common._call_source(call)!r}",
+    ]
+    if reduction:
+        constants += [
+            f"ROWS = {lengths.row_counts(finding.device)!r}  # rows per batch",
+            f"FRONT = {BATCH_FRONT in finding.detail!r}  # the batch is a new first dim (else a new last one)",
+            'REFERENCE = "alone"',
+        ]
+    else:
+        constants += [
+            f"LENGTHS = {lengths.lengths(finding.device)!r}",
+            f"OFFSET = {layouts.OFFSET}  # a storage offset that breaks vector alignment",
+            f"MAX_DISTINCT = {lengths.MAX_DISTINCT}",
+            'REFERENCE = "alone (length 1)"',
+        ]
+    lines = common._preamble(finding, call, torch_version, ("leaves", "compare"), constants)
+    lines += ["", "", "def call(T):", '    """The call under test, as torchsleuth made it."""', f"    return {common._call_source(call)}"]
+    lines += common._tensors_function(call)
+    lines.append(_POINTWISE.rstrip("\n"))
+    lines.append((_ROWS if reduction else _TILES).rstrip("\n"))
+    return "\n".join(lines + common._data_block(call) + common._footer())
