@@ -1,0 +1,326 @@
+"""The ``large`` oracle: elements past 2^31 and 2^32, and past 2^31 bytes, get what small tensors get.
+
+Design note. A kernel that computes an offset in 32 bits wraps around at
+2^31 elements (signed) or 2^32 (unsigned), or at 2^31 bytes when it counts
+bytes; the elements past the wrap are read from or written to the wrong
+place, silently. A case of this oracle takes a pointwise call's values
+(the sample's tensor arguments broadcast and flattened, an odd number of
+them, at most ``DISTINCT``, so that a position read through an offset
+wrapped by a power of two holds another value), tiles them to one length past a boundary, makes the
+call once, and reads the result at a few positions: the first and last
+elements, both sides of each boundary the length crosses, and some drawn
+from a seeded generator. The expected value at a position is the same
+call on the short tensor of the distinct values (one call, no second large
+run), at the value that position holds. The probes, one case each:
+
+* ``large:2^31``: 2^31 + 4096 elements;
+* ``large:2^32``: 2^32 + 4096 elements;
+* ``large:bytes``: just past 2^31 bytes (dtypes wider than a byte: fewer
+  than 2^31 elements, so only a byte count can overflow).
+
+Policy, as the ``sizes`` oracle's (deep/sizes.py): the short call runs
+other lanes of the vector body and tail, so a bitwise difference is a
+finding only when it exceeds the op's tolerance (the judge's rule, its
+sensitivity measured on the picked values) or changes the class of a value
+(NaN, infinity, integers at all); within tolerance it is noted. Dims of
+65536 and reduction lengths of 32768 matter to kernels that index by dim
+(grids, reductions), not to pointwise ones, which see one flat range:
+those are left to the reductions of a later probe.
+
+Memory. A probe needs its tiled arguments and its result in memory at
+once; before the call the oracle asks the device what is free (the CPU's
+MemAvailable, CUDA's free memory) and skips the probe, saying how much it
+needed, when the estimate (with half again for temporaries) does not fit.
+The oracle runs only when asked (``torchsleuth ops --large``): a probe of
+2^31 float32 elements moves 16 GiB.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..cases import opinfo
+from ..cases.records import VARIANT_WORDS
+from ..judge import compare as cmp
+from ..judge.oracles import one_line
+from ..judge.records import Mismatch, Outcome
+from ..judge.tolerance import table
+from ..run import call
+from ..run.facts import facts as read_facts
+from . import calls
+from .sizes import _candidate, _classes, _kind
+
+DESCRIPTION = "elements past 2^31 and 2^32 (and 2^31 bytes) get what small tensors get (pointwise ops; --large)"
+
+PAD = 4096
+# Where 32-bit offsets wrap: 2^31 (signed) and 2^32 (unsigned) elements, and 2^31 bytes.
+BOUNDS = (1 << 31, 1 << 32)
+PROBES = {"2^31": lambda itemsize: BOUNDS[0] + PAD, "2^32": lambda itemsize: BOUNDS[-1] + PAD,
+          "bytes": lambda itemsize: -(-(BOUNDS[0] + PAD) // itemsize)}
+# Values tiled: position i holds value i % d, d odd (at most DISTINCT), so a
+# position read through an offset wrapped by a power of two holds another value.
+DISTINCT = 1023
+DRAWN = 32  # positions drawn at random, besides the boundaries
+HEADROOM = 1.5  # the estimate times this must fit in free memory
+
+
+def plan(unit, variant: str, sample: int) -> list[str]:
+    if variant != "functional" or sample != 0 or not _candidate(unit.op) or "ReductionOpInfo" in _classes(opinfo.get(unit.op)):
+        return []
+    itemsize = getattr(torch, unit.dtype).itemsize
+    return [f"large:{name}" for name in PROBES if not (name == "bytes" and itemsize == 1)]
+
+
+def run(subject) -> Outcome:
+    case = subject.case
+    if case.layouts or case.variant != "functional":
+        return Outcome(case=case, status="skip", reason="the large oracle lays out its own tensors (functional, contiguous cases only)")
+    refs = subject.base()
+    if not refs.contiguous.ok:
+        return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(refs.contiguous.error))
+    kind = _kind(refs.trace, subject.entry)
+    if kind != "pointwise":
+        return Outcome(case=case, status="skip", reason=kind if kind != "reduction" else "a reduction: the large probes take pointwise ops")
+    op = read_facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=case.op).op
+    prepared = _tileable(case, subject)
+    if prepared is None:
+        return Outcome(case=case, status="skip", reason="no sample of the op has a dimensioned tensor of 3 values or more to tile")
+    return _Probe(subject, prepared, op).outcome()
+
+
+def _tileable(case, subject) -> call.Prepared | None:
+    """The case's call, on its own sample or else the op's first with values enough to tile.
+
+    The probes run on the first sample; many ops' first sample is a 0-dim
+    tensor, and which values are tiled matters less than that there are some.
+    A replay (same id) picks the same sample again.
+    """
+    from ..engine import samples_of
+
+    candidates = [subject.sample] + ([] if case.edits else samples_of(case.op, case.dtype))
+    for sample in candidates:
+        prepared = call.prepare(calls.plain(case), subject.function, sample)
+        if any(t.dim() > 0 and t.numel() >= 3 for t in prepared.tensors.values()):
+            return prepared
+    return None
+
+
+class _Skip(Exception):
+    pass
+
+
+class _Probe:
+    def __init__(self, subject, prepared: call.Prepared, op: str):
+        self.subject, self.case, self.prepared, self.op = subject, subject.case, prepared, op
+        self.function_name = opinfo.public_name(subject.entry, "functional")
+
+    def outcome(self) -> Outcome:
+        try:
+            return self._judge()
+        except _Skip as e:
+            return Outcome(case=self.case, status="skip", reason=str(e))
+
+    def _judge(self) -> Outcome:
+        tensors = {p: t for p, t in self.prepared.tensors.items() if t.dim() > 0}
+        if not tensors:
+            raise _Skip("the call has no dimensioned tensor argument to tile")
+        try:
+            shape = torch.broadcast_shapes(*(t.shape for t in tensors.values()))
+        except RuntimeError:
+            raise _Skip("its tensor arguments do not broadcast together") from None
+        if shape.numel() == 0:
+            raise _Skip("its tensor arguments are empty")
+        distinct = min(shape.numel(), DISTINCT)
+        distinct -= 1 - distinct % 2  # odd: see DISTINCT
+        if distinct < 3:
+            raise _Skip("the sample has too few values: a position read through a wrapped offset would hold the same one")
+        values = {p: t.detach().expand(shape).reshape(-1)[:distinct].contiguous() for p, t in tensors.items()}
+        short = self._call({**self.prepared.tensors, **values}, "the short call")
+        for path, value in short:
+            if not isinstance(value, torch.Tensor) or value.shape != (distinct,):
+                raise _Skip(f"its result {path} is not shaped like its arguments: not elementwise")
+        name = self.case.oracle.split(":", 1)[1]
+        itemsize = max(t.element_size() for t in values.values())
+        n = PROBES[name](itemsize)
+        need = n * (sum(t.element_size() for t in values.values()) + sum(v.element_size() for _, v in short))
+        self._fits(need)
+        big = {p: t.repeat(-(-n // distinct))[:n] for p, t in values.items()}
+        try:
+            actual = self._call({**self.prepared.tensors, **big}, f"the call of {n} elements")
+            positions = _positions(n).to(next(iter(big.values())).device)
+            picked_actual = [(p, v.reshape(-1)[positions].clone()) for p, v in actual]
+        finally:
+            del big
+        at = positions % distinct
+        picked_expected = [(p, v[at]) for p, v in short]
+        picked = calls.with_tensors(self.prepared, {**self.prepared.tensors, **{p: t[at] for p, t in values.items()}})
+        return self._verdict(name, n, distinct, positions, picked, picked_actual, picked_expected)
+
+    def _call(self, tensors: dict, what: str):
+        try:
+            return calls.leaves(calls.run(self.prepared, tensors))
+        except torch.OutOfMemoryError:
+            raise _Skip(f"{what} ran out of memory") from None
+        except Exception as e:
+            raise _Skip(f"{what} raised where the sample's did not: {one_line(e)}") from None
+
+    def _fits(self, need: int) -> None:
+        free = _free_bytes(self.case.device)
+        if need * HEADROOM > free:
+            raise _Skip(f"needs about {need * HEADROOM / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free on {self.case.device}")
+
+    def _verdict(self, name, n, distinct, positions, picked, actual, expected) -> Outcome:
+        tolerance = lambda dtype: table(dtype, self.subject.override)  # noqa: E731
+        ulps, hard = 0, None
+        for (path, a), (_, e) in zip(actual, expected):
+            if cmp.compare_leaf(path, a, e, tolerance=tolerance, bitwise=True) is None:
+                continue
+            changed = calls.class_change(a, e, signed_zero=True)
+            if bool(changed.any()):
+                hard = hard or _mismatch(path, a, e, changed, positions, tolerance)
+            if a.is_floating_point() or a.is_complex():
+                ulps = max(ulps, int(calls.ulps(a, e).max()))
+        if hard is None and ulps:
+            judged = calls.Judged(picked, dict(actual) if len(actual) > 1 else actual[0][1], override=self.subject.override,
+                                  function_name=self.function_name, op=self.op)
+            found = judged.differs(dict(expected) if len(expected) > 1 else expected[0][1])
+            hard = found[0] if found else None
+            if hard is not None and hard.worst_index:
+                hard = _at_position(hard, positions)
+        if hard is None:
+            reason = f"{n} elements, read at {len(positions)} positions"
+            if ulps:
+                reason += f"; bits differ by up to {ulps} ULP from the short call, within tolerance"
+            return Outcome(case=self.case, status="pass", reason=reason)
+        short = self.op.split(".")[1] if self.op.startswith("aten.") else self.op
+        summary = (f"{short}{VARIANT_WORDS[self.case.variant]} [{self.case.dtype}] on {n} elements ({_boundary(name)}) "
+                   f"gives element {list(hard.worst_index)} {hard.actual} where the same value in a short tensor gives {hard.expected}")
+        spec = call.call_spec(self.prepared, calls.ran(self.prepared), self.function_name)
+        finding = calls.finding(self.case, kind="large_size", reference="large", op=self.op, summary=summary, mismatch=hard,
+                                call_spec=spec, detail=f"{n} elements tiled from {distinct} values; positions read: "
+                                                       f"{_span(positions)}")
+        return Outcome(case=self.case, status="finding", findings=(finding,))
+
+
+def _boundary(name: str) -> str:
+    return {"2^31": "past 2^31 elements", "2^32": "past 2^32 elements", "bytes": "past 2^31 bytes"}[name]
+
+
+def _positions(n: int) -> torch.Tensor:
+    """The boundaries' neighbours below ``n``, the ends, and DRAWN seeded positions."""
+    marks = {0, 1, n - 2, n - 1}
+    for bound in BOUNDS:
+        marks |= {bound - 2, bound - 1, bound, bound + 1}
+    generator = torch.Generator().manual_seed(n)
+    marks |= set(torch.randint(n, (DRAWN,), generator=generator).tolist())
+    return torch.tensor(sorted(m for m in marks if 0 <= m < n), dtype=torch.int64)
+
+
+def _mismatch(path, a, e, changed, positions, tolerance) -> Mismatch:
+    flat = int(changed.to(torch.uint8).argmax())
+    tol = tolerance(a.dtype)
+    inexact = a.is_floating_point() or a.is_complex()
+    return Mismatch(path=path, attribute="values", expected=_fmt(e[flat]), actual=_fmt(a[flat]), mismatched=int(changed.sum()),
+                    numel=a.numel(), worst_index=(int(positions[flat]),), max_abs_err=None,
+                    atol=tol.atol if inexact else 0.0, rtol=tol.rtol if inexact else 0.0, allowed=0.0)
+
+
+def _at_position(m: Mismatch, positions: torch.Tensor) -> Mismatch:
+    """A mismatch found among the picked values, its index made the position in the large tensor."""
+    import dataclasses
+
+    return dataclasses.replace(m, worst_index=(int(positions[m.worst_index[0]]),))
+
+
+def _fmt(x: torch.Tensor) -> str:
+    value = x.item()
+    return repr(value) if not isinstance(value, float) or math.isfinite(value) else str(value)
+
+
+def _span(positions: torch.Tensor) -> str:
+    listed = positions.tolist()
+    return ", ".join(str(p) for p in listed[:12]) + (f", ... ({len(listed)} in all)" if len(listed) > 12 else "")
+
+
+def _free_bytes(device: str) -> int:
+    kind = torch.device(device).type
+    if kind == "cuda":
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return free
+    if kind == "cpu":
+        return _mem_available()
+    return 0  # other devices: unknown, so no probe runs
+
+
+def _mem_available() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+_MAIN = '''
+
+def main():
+    T = tensors()
+    print(f"torchsleuth repro: elements of a tensor of {N} elements must get what the same values get in a short one")
+    print("call:", CALL)
+    describe(T)
+    dims = {p: t for p, t in T.items() if t.dim() > 0}
+    kept = {p: t for p, t in T.items() if p not in dims}
+    shape = torch.broadcast_shapes(*(t.shape for t in dims.values()))
+    distinct = min(shape.numel(), DISTINCT)
+    distinct -= 1 - distinct % 2  # odd, as torchsleuth tiled them
+    values = {p: t.detach().expand(shape).reshape(-1)[:distinct].contiguous() for p, t in dims.items()}
+    short = leaves(call({**kept, **values}))
+    big = {p: t.repeat(-(-N // distinct))[:N] for p, t in values.items()}  # element i holds value i % distinct
+    result = leaves(call({**kept, **big}))
+    del big
+    at = torch.tensor(POSITIONS)
+    wrong = False
+    for (path, a), (_, e) in zip(result, short):
+        a, e = a.reshape(-1)[at.to(a.device)], e[(at % distinct).to(e.device)]
+        bad = disagree(a, e, signed_zero=True)
+        if bool(bad.any()):
+            wrong = True
+            report(f"{N} elements", path, a, e, bad, lambda i: f"element {POSITIONS[i]} (value {POSITIONS[i] % distinct})")
+    if wrong:
+        print("BUG PRESENT:", SUMMARY)
+        return 1
+    print(f"OK: the {len(POSITIONS)} elements read give what the same values give in a short tensor")
+    return 0
+'''
+
+
+def repro(finding, torch_version: str) -> str | None:
+    """A standalone script: the same tiling, the same positions, the short call as the reference."""
+    from ..report import repro as common  # the parts every script shares
+    from .sizes_repro import _POINTWISE  # placed, disagree, report: the sizes oracle's policy, written out
+
+    call = finding.call
+    if call is None or not call.function or call.why_not:
+        return None  # the generic script says why there is none
+    m = finding.mismatch
+    n = int(finding.detail.split(" ", 1)[0])  # "N elements tiled ..."
+    positions = _positions(n).tolist()
+    constants = [
+        f"ATOL, RTOL = {(m.atol if m else 0.0)!r}, {(m.rtol if m else 0.0)!r}  # the tolerance table's, for this dtype",
+        "SLACK = 0.0",
+        f"CALL = {common._call_source(call)!r}",
+        f"N = {n}  # elements of the large call",
+        f"DISTINCT = {DISTINCT}  # values tiled",
+        f"POSITIONS = {positions!r}  # the elements read",
+        'REFERENCE = "in a short tensor"',
+    ]
+    lines = common._preamble(finding, call, torch_version, ("leaves", "compare"), constants)
+    lines += ["", "", "def call(T):", '    """The call under test, as torchsleuth made it."""', f"    return {common._call_source(call)}"]
+    lines += common._tensors_function(call)
+    lines.append(_POINTWISE.rstrip("\n"))
+    lines.append(_MAIN.rstrip("\n"))
+    return "\n".join(lines + common._data_block(call) + common._footer())
