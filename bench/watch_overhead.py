@@ -50,9 +50,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--settings", default="", help="comma-separated setting names to run (default: all)")
+    parser.add_argument("--settings", default="", help="setting names to run, separated by semicolons (default: all)")
     args = parser.parse_args()
-    chosen = {name: SETTINGS[name] for name in SETTINGS if not args.settings or name == "unwatched" or name in args.settings.split(",")}
+    chosen = {name: SETTINGS[name] for name in SETTINGS if not args.settings or name == "unwatched" or name in args.settings.split(";")}
     torch.set_num_threads(1)
     times = {name: [] for name in chosen}
     loop(2)  # warm up: the first steps pay for allocations and lazy initialisation
