@@ -73,6 +73,9 @@ def add_parser(commands) -> None:
     p.add_argument("--compile", action="store_true",
                    help="also run each sample's contiguous functional call through torch.compile (inductor) and judge "
                         "it against eager, and eager after the compile against eager before (the compile oracle)")
+    p.add_argument("--large", action="store_true",
+                   help="also probe pointwise ops past 2^31 and 2^32 elements and 2^31 bytes (the large oracle); "
+                        "each probe first checks the device has the memory, else it is skipped saying how much it needs")
     p.add_argument("--list", action="store_true", help="list the ops that --ops selects, with variants and dtypes, and exit")
     p.add_argument("--no-shrink", action="store_true",
                    help="report findings as found: no replay, shrinking or diagnosis after the sweep")
@@ -107,11 +110,13 @@ def run(args) -> int:
 
 
 def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
-    """--compile and --cpu-capabilities: their oracles added; the capabilities checked and handed to the workers."""
+    """--compile, --large and --cpu-capabilities: their oracles added; the capabilities checked and handed to the workers."""
     import os
 
     if args.compile and "compile" not in oracles:
         oracles += ("compile",)
+    if args.large and "large" not in oracles:
+        oracles += ("large",)
     if args.cpu_capabilities is None and "capability" not in oracles:
         return oracles
     from ..deep import capability
