@@ -79,11 +79,9 @@ def planted_sweep(tmp_path_factory):
     folder = tmp_path_factory.mktemp("capability")
     plant = folder / "plant_avx2.py"
     plant.write_text(WRONG_UNDER_AVX2)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv(capability.ENV, raising=False)
-        from torchsleuth import sweep
+    from torchsleuth import sweep
 
-        return sweep(config(plant), db=str(folder / "runs.db")), folder
+    return sweep(config(plant), db=str(folder / "runs.db")), folder
 
 
 # --- choosing capabilities ------------------------------------------------------------------------
@@ -117,20 +115,19 @@ def test_a_capability_this_cpu_lacks_is_refused(monkeypatch):
 ])
 def test_cli_refuses_bad_capabilities_in_one_line_with_exit_2(argv, words, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv(capability.ENV, raising=False)
     assert main(["ops", "--ops", "neg", "--dtypes", "float32", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and all(word in err[0] for word in words), err
     assert list(tmp_path.iterdir()) == []
 
 
-def test_plan_names_the_capabilities_and_only_on_the_cpu(monkeypatch):
+def test_plan_names_the_capabilities_and_only_on_the_cpu():
     from torchsleuth.cases.records import Unit
 
-    monkeypatch.setenv(capability.ENV, "avx2,default")
     cpu = Unit(op="neg", dtype="float32", device="cpu")
-    assert capability.plan(cpu, "functional", 0) == ["capability:default,avx2"]
-    assert capability.plan(cpu, "backward", 0) == ["capability:default,avx2"]
+    assert capability.plan(cpu, "functional", 0, "avx2,default") == ["capability:default,avx2"]
+    assert capability.plan(cpu, "backward", 0, "avx2,default") == ["capability:default,avx2"]
+    assert capability.plan(cpu, "functional", 0) == ["capability:" + ",".join(capability.supported())]
     assert capability.plan(cpu, "inplace", 0) == []
     assert capability.plan(Unit(op="neg", dtype="float32", device="cuda"), "functional", 0) == []
 
@@ -196,16 +193,16 @@ def test_repro_fails_with_the_plant_and_passes_without(planted_sweep, tmp_path):
 def test_capabilities_left_out_are_not_run(tmp_path, monkeypatch, run_sweep):
     plant = tmp_path / "plant_avx2.py"
     plant.write_text(WRONG_UNDER_AVX2)
-    monkeypatch.setenv(capability.ENV, "default," + capability.supported()[-1])
-    result = run_sweep(config(plant, ops="neg", variants=("functional",), samples=1, shrink=False))
+    chosen = "capability:default," + capability.supported()[-1]
+    result = run_sweep(config(plant, ops="neg", variants=("functional",), samples=1, shrink=False, oracles=(chosen,)))
     assert result.findings == () and result.statuses.get("pass", 0) >= 2, listing(result)
 
 
 def test_a_kernel_that_kills_its_process_under_avx2_is_a_finding(tmp_path, monkeypatch, run_sweep):
     plant = tmp_path / "crash_avx2.py"
     plant.write_text(CRASH_UNDER_AVX2)
-    monkeypatch.setenv(capability.ENV, "avx2," + capability.supported()[-1])
-    result = run_sweep(config(plant, ops="exp", variants=("functional",), samples=1, shrink=False))
+    chosen = "capability:avx2," + capability.supported()[-1]
+    result = run_sweep(config(plant, ops="exp", variants=("functional",), samples=1, shrink=False, oracles=(chosen,)))
     crashed = [f for f in result.findings if f.reference == "capability"]
     assert len(crashed) == 1, listing(result)
     assert "kills its process under ATEN_CPU_CAPABILITY=avx2" in crashed[0].summary
@@ -213,8 +210,7 @@ def test_a_kernel_that_kills_its_process_under_avx2_is_a_finding(tmp_path, monke
     assert "error" not in result.statuses, listing(result)
 
 
-def test_clean_kernels_stay_clean(monkeypatch, run_sweep):
-    monkeypatch.delenv(capability.ENV, raising=False)
+def test_clean_kernels_stay_clean(run_sweep):
     result = run_sweep(config(ops="abs,exp,add,sum,softmax", dtypes=("float32", "bfloat16"), workers=0, shrink=False))
     assert result.findings == (), listing(result)
     assert result.statuses.get("pass", 0) > 0 and "error" not in result.statuses, listing(result)

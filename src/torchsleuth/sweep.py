@@ -19,7 +19,7 @@ import runpy
 import time
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 from . import _version
 from .cases import select
@@ -155,18 +155,24 @@ def _execute(config: SweepConfig, store: Store, run: RunInfo, todo: list[Unit], 
             unit_done(unit)
         return
 
-    def skip_for(unit: Unit) -> set[str]:
-        store.unit_state(run.id, unit, "running")
-        return store.cases_done(run.id, unit)
-
     pool.timeout = config.timeout
-    pool.run(todo, close=False, callbacks=Callbacks(
+    pool.run(todo, close=False, callbacks=pool_callbacks(store, run.id, record, unit_done))
+
+
+def pool_callbacks(store: Store, run_id: int, record: Callable[[Outcome], None], unit_done: Callable[..., None]) -> Callbacks:
+    """What a pool reports, into the store: outcomes, crashes and hangs as findings, units begun and done."""
+
+    def skip_for(unit) -> set[str]:
+        store.unit_state(run_id, unit, "running")
+        return store.cases_done(run_id, unit)
+
+    return Callbacks(
         skip_for=skip_for,
         on_outcome=lambda unit, outcome: record(outcome),
         on_failed=lambda unit, case_id, kind, how, call: record(isolation_outcome(Case.parse(case_id), kind, how, call)),
-        on_collateral=lambda unit, case_id, how: store.note(run.id, "collateral", f"{case_id}: a worker died during it, but {how}"),
+        on_collateral=lambda unit, case_id, how: store.note(run_id, "collateral", f"{case_id}: a worker died during it, but {how}"),
         on_unit_done=lambda unit, state, detail: unit_done(unit, state, detail),
-    ))
+    )
 
 
 def shrink_run(config: SweepConfig, store: Store, run_id: int, progress: Progress | None = None, *, pool: Pool | None = None) -> None:

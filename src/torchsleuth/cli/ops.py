@@ -110,9 +110,7 @@ def run(args) -> int:
 
 
 def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
-    """--compile, --large and --cpu-capabilities: their oracles added; the capabilities checked and handed to the workers."""
-    import os
-
+    """--compile, --large and --cpu-capabilities: their oracles added; the capabilities checked, named in the oracle."""
     if args.compile and "compile" not in oracles:
         oracles += ("compile",)
     if args.large and "large" not in oracles:
@@ -123,9 +121,8 @@ def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
 
     if device != "cpu":
         raise UsageError(f"the capability oracle compares the CPU's kernels; it cannot run with --device {device}")
-    # the workers read the choice from the environment they inherit (the oracle's plan sees no config)
-    os.environ[capability.ENV] = ",".join(capability.resolve(args.cpu_capabilities))
-    return oracles if "capability" in oracles else (*oracles, "capability")
+    chosen = "capability:" + ",".join(capability.resolve(args.cpu_capabilities))  # checked here, carried in the config
+    return (*(o for o in oracles if o != "capability"), chosen)
 
 
 def writable_outputs(out: Path, json_path: str | None, junit_path: str | None = None) -> None:

@@ -14,7 +14,9 @@ Each oracle is a module here with:
 * ``DESCRIPTION``: one line for ``--help``;
 * ``plan(unit, variant, sample) -> list[str]``: the oracle names (``"sizes"``,
   ``"alias:out-overlaps-input"``) of the cases it adds for one sample and
-  variant of a unit; most add one case or none;
+  variant of a unit; most add one case or none. An oracle with an option
+  (``capability:default,avx2``: which instruction sets) is named with it in
+  ``SweepConfig.oracles`` and gets it as a fourth argument;
 * ``run(subject) -> Outcome``: judges one such case; ``subject`` (below) is
   what the engine knows about it. Findings are ``judge.records.Finding``
   with the oracle's own kind and reference, so they are stored, grouped,
@@ -89,8 +91,10 @@ class Subject:
 def cases_for(oracles: tuple[str, ...], unit: Unit, variant: str, sample: int) -> list[Case]:
     """The deep cases the selected oracles add for one sample and variant of ``unit``."""
     cases = []
-    for name in oracles:
-        for oracle in module(name).plan(unit, variant, sample):
+    for entry in oracles:
+        name, _, option = entry.partition(":")  # "capability:default,avx2": the oracle's own option
+        plan = module(name).plan
+        for oracle in (plan(unit, variant, sample, option) if option else plan(unit, variant, sample)):
             cases.append(Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=sample, oracle=oracle))
     return cases
 

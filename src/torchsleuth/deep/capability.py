@@ -60,7 +60,6 @@ from ..run.facts import facts as read_facts
 from . import nearer, peers
 
 DESCRIPTION = "each case under every CPU instruction set (ATEN_CPU_CAPABILITY), compared (--cpu-capabilities)"
-ENV = "TORCHSLEUTH_CPU_CAPABILITIES"
 KIND, REFERENCE = "capability_mismatch", "capability"
 # What ATEN_CPU_CAPABILITY accepts, per architecture, lowest first.
 LADDERS = (("default", "avx2", "avx512"), ("default", "vsx"), ("default", "zvector"), ("default", "sve256"))
@@ -109,26 +108,23 @@ def resolve(text: str | None) -> tuple[str, ...]:
     return chosen
 
 
-def selected() -> tuple[str, ...]:
-    """The capabilities a sweep compares: ``TORCHSLEUTH_CPU_CAPABILITIES``, validated."""
-    try:
-        return resolve(os.environ.get(ENV))
-    except UsageError as e:
-        raise UsageError(f"{ENV}: {e}") from None
-
-
 def _of(case: Case) -> tuple[str, ...]:
     _, _, listed = case.oracle.partition(":")
-    return tuple(listed.split(",")) if listed else selected()
+    return tuple(listed.split(",")) if listed else resolve(None)
 
 
 # --- the oracle ---------------------------------------------------------------------------------
 
 
-def plan(unit: Unit, variant: str, sample: int) -> list[str]:
+def plan(unit: Unit, variant: str, sample: int, option: str = "") -> list[str]:
+    """One case per functional and backward sample on the CPU, naming the capabilities compared.
+
+    ``option``: the capabilities chosen (``--cpu-capabilities``, carried in
+    ``SweepConfig.oracles`` as ``capability:LIST``); none: every one this CPU has.
+    """
     if torch.device(unit.device).type != "cpu" or variant not in ("functional", "backward"):
         return []
-    return [f"capability:{','.join(selected())}"]
+    return [f"capability:{','.join(resolve(option or None))}"]
 
 
 def _imports() -> tuple[str, ...]:

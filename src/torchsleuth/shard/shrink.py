@@ -17,14 +17,13 @@ never reported; the result is replayed once more at the end.
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Callable, Iterator
 
 from ..cases.records import Case
 from ..judge.records import Finding, Outcome
 from ..run import edits
 from ..shrink.records import Shrunk
-from ..shrink.shrinker import matching
+from ..shrink import shrinker
 from . import cases as shard_cases, placements as placing
 
 MAX_TRIES = 40
@@ -46,43 +45,8 @@ def cost(case: Case) -> tuple:
 
 
 def shrink(finding: Finding, run: Callable[[Case], Outcome], *, max_tries: int = MAX_TRIES, max_seconds: float = MAX_SECONDS) -> Shrunk:
-    original = Case.parse(finding.case_id)
-    tries = 0
-
-    def replay(case: Case) -> Outcome:
-        nonlocal tries
-        tries += 1
-        return run(case)
-
-    first = replay(original)
-    if matching(first, finding) is None:
-        if first.status != "pass":
-            return Shrunk(finding=finding.id, status="kept", case_id=original.id, tries=tries,
-                          reason=f"its replay did not run cleanly ({first.status}: {first.reason})")
-        return Shrunk(finding=finding.id, status="flaky", case_id=original.id, tries=tries,
-                      reason="the finding did not recur when its case was replayed")
-    best, best_cost = original, _cost(original)
-    deadline = time.monotonic() + max_seconds
-    progress = True
-    while progress and tries < max_tries and time.monotonic() < deadline:
-        progress = False
-        for candidate in candidates(best):
-            if tries >= max_tries or time.monotonic() >= deadline:
-                break
-            candidate_cost = _cost(candidate)
-            if candidate_cost is None or candidate_cost >= best_cost:
-                continue
-            if matching(replay(candidate), finding) is not None:
-                best, best_cost, progress = candidate, candidate_cost, True
-                break
-    last = replay(best)
-    if matching(last, finding) is None and best != original:
-        best, last = original, replay(original)
-    replayed = matching(last, finding)
-    if replayed is None:
-        return Shrunk(finding=finding.id, status="flaky", case_id=original.id, tries=tries,
-                      reason="the finding recurred once but not on its second replay")
-    return Shrunk(finding=finding.id, status="shrunk", case_id=best.id, replay=replayed, tries=tries)
+    """The ops shrinker's search (shrink.shrinker.shrink) with a shard case's moves and cost."""
+    return shrinker.shrink(finding, run, moves=candidates, simpler=cost, max_tries=max_tries, max_seconds=max_seconds)
 
 
 def candidates(case: Case) -> Iterator[Case]:
@@ -122,10 +86,3 @@ def _smaller_meshes(mesh: placing.Mesh) -> list[placing.Mesh]:
     if len(mesh.shape) == 2:
         return [placing.mesh(str(mesh.shape[0]))] + ([placing.mesh(f"{mesh.shape[0]}x2")] if mesh.shape[1] > 2 else [])
     return [placing.mesh(str(n)) for n in range(2, mesh.shape[0])]
-
-
-def _cost(case: Case):
-    try:
-        return cost(case)
-    except Exception:  # an edit the sample cannot take
-        return None

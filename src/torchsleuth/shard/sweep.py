@@ -147,23 +147,12 @@ def _matrix(config: ShardConfig, store: Store, run_id: int, todo: list, progress
                     record(payload)
             unit_done(unit)
         return
-    from ..judge.isolation import isolation_outcome
-    from ..run.pool import Callbacks, Pool
-    from ..sweep import worker_log
-
-    def skip_for(unit) -> set[str]:
-        store.unit_state(run_id, unit, "running")
-        return store.cases_done(run_id, unit)
+    from ..run.pool import Pool
+    from ..sweep import pool_callbacks, worker_log
 
     pool = Pool(unit_events, _no_description, config, workers=config.workers, timeout=config.timeout, threads=config.threads,
                 log=worker_log(store.path))
-    pool.run(todo, callbacks=Callbacks(
-        skip_for=skip_for,
-        on_outcome=lambda unit, outcome: record(outcome),
-        on_failed=lambda unit, case_id, kind, how, call: record(isolation_outcome(Case.parse(case_id), kind, how, call)),
-        on_collateral=lambda unit, case_id, how: store.note(run_id, "collateral", f"{case_id}: a worker died during it, but {how}"),
-        on_unit_done=lambda unit, state, detail: unit_done(unit, state, detail),
-    ))
+    pool.run(todo, callbacks=pool_callbacks(store, run_id, record, unit_done))
 
 
 def quiet_dtensor() -> None:

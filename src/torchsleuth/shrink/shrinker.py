@@ -89,14 +89,20 @@ class DeviceLost(Exception):
 
 
 def shrink(finding: Finding, run: Runner, *, healthy: Callable[[], bool] = lambda: True,
-           max_tries: int = MAX_TRIES, max_seconds: float = MAX_SECONDS) -> Shrunk:
+           max_tries: int = MAX_TRIES, max_seconds: float = MAX_SECONDS,
+           moves: Callable[[Case], Iterator[Case]] | None = None, simpler: Callable[[Case], tuple] | None = None) -> Shrunk:
     """``finding``'s smallest failing case, replayed (see the design note).
+
+    ``moves`` and ``simpler`` are the cases one move away and the cost to
+    compare (default: an ops case's, ``candidates`` and ``cost``); other case
+    sources (torchsleuth shard) bring their own.
 
     ``healthy`` says whether the device still works after a run; when it does
     not, nothing more can be run in this process: the search stops, the
     finding is kept as found, and ``DeviceLost`` is raised by the caller's
     next check (``lost`` on the result's reason).
     """
+    moves, simpler = moves or candidates, simpler or cost
     original = Case.parse(finding.case_id)
     if finding.kind in UNREPLAYED:
         return Shrunk(finding=finding.id, status="kept", case_id=original.id, reason=UNREPLAYED[finding.kind])
@@ -120,15 +126,15 @@ def shrink(finding: Finding, run: Runner, *, healthy: Callable[[], bool] = lambd
                 return kept(f"its replay did not run cleanly ({first.status}: {first.reason})")
             return Shrunk(finding=finding.id, status="flaky", case_id=original.id, tries=tries,
                           reason="the finding did not recur when its case was replayed in a fresh process")
-        best, best_cost = original, cost(original)
+        best, best_cost = original, simpler(original)
         deadline = time.monotonic() + max_seconds
         progress = True
         while progress and tries < max_tries and time.monotonic() < deadline:
             progress = False
-            for candidate in candidates(best):
+            for candidate in moves(best):
                 if tries >= max_tries or time.monotonic() >= deadline:
                     break
-                candidate_cost = _cost_or_none(candidate)
+                candidate_cost = _cost_or_none(candidate, simpler)
                 if candidate_cost is None or candidate_cost >= best_cost:
                     continue
                 if matching(replay(candidate), finding) is not None:
@@ -214,9 +220,9 @@ def _sample(case: Case):
     return edits.apply(samples_of(case.op, case.dtype)[case.sample], case.edits)
 
 
-def _cost_or_none(case: Case):
+def _cost_or_none(case: Case, simpler: Callable[[Case], tuple] = cost):
     try:
-        return cost(case)
+        return simpler(case)
     except Exception:  # an edit the sample cannot take (a size no tensor has any more)
         return None
 
