@@ -188,6 +188,44 @@ def test_clean_ops_stay_clean_on_every_kind_of_placement():
         assert outcome.status == "pass", (case, outcome.reason, [f.summary for f in outcome.findings])
 
 
+def test_partial_shares_of_infinities_and_nans_reduce_back_to_them():
+    from torchsleuth.shard import split
+
+    v = torch.tensor([1.5, -float("inf"), float("inf"), float("nan"), -3.0])
+    reduce = {"sum": lambda s: s.sum(0), "avg": lambda s: s.mean(0), "max": lambda s: s.amax(0), "min": lambda s: s.amin(0)}
+    for name, back in reduce.items():
+        for size in (2, 3):
+            got = back(torch.stack([split.share(v, name, i, size) for i in range(size)]))
+            assert torch.allclose(got, v, equal_nan=True), (name, size, got)  # inf - inf would make a NaN
+
+
+def test_an_input_with_infinities_round_trips_through_partial_sum_and_is_judged():
+    # _safe_softmax's sample is mostly -inf: its Partial(sum) shares used to sum to NaN (a roundtrip_mismatch)
+    outcome = run("torch.ops.aten._safe_softmax.default|backward|float32|cpu|s0|input=Psum|@shard:2")
+    assert outcome.status == "pass", (outcome.reason, [f.summary for f in outcome.findings])
+
+
+def test_a_result_the_simulator_cannot_gather_is_not_blamed_on_the_op():
+    # torch 2.13: embedding's _MaskPartial result asks LocalTensorMode's per-rank ints for guard_int, which
+    # they lack; on real gloo process groups the same gather is right (bench/shard.md)
+    outcome = run("nn.functional.embedding|functional|float32|cpu|s0|input=S0|@shard:2")
+    assert not outcome.findings, [f.summary for f in outcome.findings]
+    assert outcome.status == "pass" or "simulator limitation" in outcome.reason
+
+
+def test_a_backward_repro_script_runs_and_says_fixed_once_the_rule_is_right(tmp_path):
+    from torchsleuth.shard import repro
+
+    with planted_rule(torch.ops.aten.transpose.int, strided_split_factor_dropped):
+        outcome = run("composite.flatten_transpose|backward|float32|cpu|s0|input=S1|@shard:2")
+    (finding,) = outcome.findings
+    script = tmp_path / "r.py"
+    script.write_text(repro.script(finding))
+    # without the plant: the input requiring grad used to make LocalTensorMode refuse to place it (exit 2)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "fixed (LocalTensorMode)" in done.stdout, done.stdout + done.stderr
+
+
 # --- the simulator, checked ----------------------------------------------------------------
 
 

@@ -16,6 +16,9 @@ coordinate, as PyTorch's own strategy validator does:
 * ``max`` / ``min``: one rank of the dim holds ``v`` at each element (which
   one alternates over the elements), the others ``v`` moved by more than the
   value range the wrong way.
+* an infinite or NaN element is not split (``inf - inf`` is NaN): under
+  sum and avg rank 0 holds it and the others 0; under max and min every
+  rank holds it, and the value range is that of the finite elements.
 
 With Partial on both dims of a 2-D mesh the shares compose (placements.py
 only pairs one reduction with itself). How far the shares' rounding may move
@@ -50,6 +53,8 @@ def share(value: torch.Tensor, reduce: str, position: int, size: int) -> torch.T
                 part = 0.6 * v + offset
             else:
                 part = (0.4 / (size - 1)) * v - offset / (size - 1)
+            # an infinity or NaN cannot be split into finite shares (inf - inf is NaN): rank 0 holds it, the others 0
+            part = torch.where(v.isfinite(), part, v if position == 0 else torch.zeros_like(v))
             return (part * size if reduce == "avg" else part).to(v.dtype)
         k = (index % 5 - 2).to(v.dtype)
         return v - (size - 1) * k if position == 0 else k
@@ -57,7 +62,8 @@ def share(value: torch.Tensor, reduce: str, position: int, size: int) -> torch.T
         if v.numel() == 0:
             return v.clone()
         wide = v.to(torch.float64) if floating else v.to(torch.int64)
-        spread = float(wide.max() - wide.min()) if v.numel() else 0.0
+        finite = wide[wide.isfinite()] if floating else wide  # infinities and NaNs stay as they are on every rank
+        spread = float(finite.max() - finite.min()) if finite.numel() else 0.0
         far = 2 * spread + 1
         away = v - far if reduce == "max" else v + far
         mine = (index % size) == position

@@ -67,11 +67,18 @@ def main(config, *, db: str, out: Path, json_path: str | None, progress: bool) -
                 began = time.monotonic()
                 ran = running.run(case, world)
                 gathered = [None] * size if rank == 0 else None
-                dist.gather_object({p: v for p, v in ran.actual.items()}, gathered, dst=0)
+                dist.gather_object((ran.status, ran.reason, {p: v for p, v in ran.actual.items()}), gathered, dst=0)
                 outcome = None
                 if rank == 0:
-                    merged = {p: [g[p][0] if p in g else None for g in gathered] for p in ran.actual}
-                    ran = dataclasses.replace(ran, actual=merged)
+                    other = next(((r, g) for r, g in enumerate(gathered) if g[0] != ran.status), None)
+                    if other is not None:  # a rank that raised (or skipped) where rank 0 did not: its values are not there
+                        r, (status, reason, _) = other
+                        ran = running.Ran(status=status if status in ("skip", "unsupported", "raised") else "raised",
+                                          reason=f"rank {r} {status}: {reason}" if reason else f"rank {r}: {status}",
+                                          facts=ran.facts)
+                    else:
+                        merged = {p: [g[2][p][0] if p in g[2] else None for g in gathered] for p in ran.actual}
+                        ran = dataclasses.replace(ran, actual=merged)
                     outcome = judge.outcome(case, ran, seconds=time.monotonic() - began)
                 flag = [outcome is not None and outcome.status == "finding"]
                 dist.broadcast_object_list(flag, src=0)
