@@ -156,6 +156,9 @@ def _rank_main(rank: int, ranks: int, ids: list[str], folder: str, backend: str)
     """One spawned rank: join the group, run every case in order (every rank the same order), write what it saw."""
     import torch.distributed as dist
 
+    from .sweep import quiet_dtensor
+
+    quiet_dtensor()  # as in the sweep's own process: DTensor's redistribution advice on every 2-D case
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     dist.init_process_group(backend, init_method=f"file://{folder}/store", rank=rank, world_size=ranks)
     try:

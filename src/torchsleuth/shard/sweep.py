@@ -156,10 +156,16 @@ def _matrix(config: ShardConfig, store: Store, run_id: int, todo: list, progress
 
 
 def quiet_dtensor() -> None:
-    """DTensor warns on every 2-D redistribution it does in two steps; a sweep does thousands, on purpose."""
+    """DTensor's advice a sweep would print thousands of times, on purpose: quiet.
+
+    It logs every 2-D redistribution made in two steps, and warns on every
+    one-element tensor it replicates implicitly (samples have many).
+    """
     import logging
+    import warnings
 
     logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="Found a non-scalar tensor with numel=1", category=UserWarning)
 
 
 def shrink_run(store: Store, run_id: int, progress=None) -> None:

@@ -43,6 +43,9 @@ def main(config, *, db: str, out: Path, json_path: str | None, progress: bool) -
         raise UsageError(f"--backend {config.backend} runs under torchrun: torchrun --nproc-per-node N -m torchsleuth.cli.main shard "
                          f"--backend {config.backend} ...")
     load_imports(config.imports)
+    from .sweep import quiet_dtensor
+
+    quiet_dtensor()
     device = config.device
     if device.startswith("cuda"):
         local = int(os.environ.get("LOCAL_RANK", "0"))
