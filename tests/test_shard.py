@@ -297,3 +297,28 @@ def test_cli_usage_errors_are_one_line_and_exit_2(tmp_path, capsys):
     assert main(["shard", "--ops", "sofmax", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "did you mean softmax" in err[2]
+
+
+def test_a_torch_without_localtensormode_is_told_so_in_one_line_and_exits_2(tmp_path, capsys, monkeypatch):
+    import builtins
+
+    from torchsleuth.cli.main import main
+    from torchsleuth.shard import support
+
+    real_import = builtins.__import__
+
+    def without_local_tensor(name, *args, **kwargs):  # a torch before 2.10 has no torch.distributed._local_tensor
+        if name == "torch.distributed._local_tensor":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    support.missing.cache_clear()
+    monkeypatch.setattr(builtins, "__import__", without_local_tensor)
+    try:
+        assert main(["shard", "--out", str(tmp_path / "out")]) == 2
+    finally:
+        monkeypatch.undo()
+        support.missing.cache_clear()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has no LocalTensorMode" in err[0] and "torch 2.10 or later" in err[0], err
+    assert not (tmp_path / "out").exists()
