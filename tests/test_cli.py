@@ -106,6 +106,8 @@ BAD_INPUT = {
     "non-numeric timeout": (["ops", *SMALL, "--timeout", "abc"], ["--timeout", "'abc'", "seconds"]),
     "zero timeout": (["ops", *SMALL, "--timeout", "0"], ["--timeout", "'0'", "> 0"]),
     "unknown option": (["ops", *SMALL, "--opps", "sum"], ["--opps"]),
+    "unknown oracle": (["ops", *SMALL, "--oracles", "sizez"], ["unknown oracle 'sizez'", "did you mean sizes", "alias"]),
+    "unknown cpu capability": (["ops", *SMALL, "--cpu-capabilities", "avx9"], ["unknown CPU capability 'avx9'", "default"]),
     "unknown command": (["sweep-everything"], ["'sweep-everything'", "ops"]),
 }
 
@@ -166,6 +168,14 @@ def test_bad_input_from_the_command_line(name, quick):
 
 
 # --- help ----------------------------------------------------------------------------------
+
+
+def test_all_oracles_are_every_one_but_the_large_probes():
+    from torchsleuth import deep
+    from torchsleuth.cases import select
+
+    assert select.resolve_oracles("all") == tuple(name for name in deep.ORACLES if name != "large")
+    assert select.resolve_oracles("large, sizes") == ("large", "sizes") and select.resolve_oracles(None) == ()
 
 
 def test_ops_help_lists_every_layout_and_variant(quick):

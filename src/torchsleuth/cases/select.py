@@ -63,9 +63,13 @@ def resolve_variants(text: str | None) -> tuple[str, ...]:
 
 
 def resolve_oracles(text: str | None) -> tuple[str, ...]:
+    """The deeper oracles named; ``all`` is every one but ``large``, which moves gigabytes a probe (``--large``)."""
     from .. import deep
 
-    return resolve_names(text, tuple(deep.available()), "oracle", ())
+    known = tuple(deep.available())
+    if text is not None and text.strip() == "all":
+        return tuple(name for name in known if name != "large")
+    return resolve_names(text, known, "oracle", ())
 
 
 def resolve_dtypes(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
