@@ -27,7 +27,7 @@ import base64
 import re
 
 from .._version import __version__
-from .alias import SAME_TENSOR, Form
+from .alias_forms import SAME_TENSOR, Form
 
 _LINE = 76
 
