@@ -114,3 +114,35 @@ def test_the_repro_exits_1_with_the_plant_and_0_without(plant, tmp_path, small_b
     runs = {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted)}
     assert runs["planted.py"].returncode == 1 and "BUG PRESENT" in runs["planted.py"].stdout, runs["planted.py"].stdout + runs["planted.py"].stderr
     assert runs["clean.py"].returncode == 0, runs["clean.py"].stdout + runs["clean.py"].stderr
+
+
+def sum_losing_past_32768_in_float32(self, dim=None, keepdim=False, dtype=None):
+    """sum through cumsum (another kernel) that, in float32, never sees the elements past the 32768th."""
+    x = self.clone()
+    if x.dtype == torch.float32 and x.numel() > 32768:
+        x.view(-1)[32768:] = 0  # the bug: a 16-bit count of what is summed
+    dims = sorted({d % x.dim() for d in (dim or range(x.dim()))}) if x.dim() else []
+    out = x
+    for d in reversed(dims):
+        out = out.cumsum(d).select(d, -1)
+        if keepdim:
+            out = out.unsqueeze(d)
+    return out.to(dtype) if dtype is not None else out
+
+
+def test_a_reduction_that_loses_elements_past_32768_is_found_on_the_stretched_case(plant, run_sweep):
+    plant("sum.dim_IntList", sum_losing_past_32768_in_float32)
+    result = run_sweep(config("sum"))
+    found = [f for f in result.findings if f.op.startswith("aten.sum")]  # sum.default reaches dim_IntList
+    assert found, result.reasons
+    f = found[0]
+    # judged as any case is, on the sample with its input's longest dim tiled: the precision reference
+    assert f.kind == "mismatch" and f.reference == "precision" and "|dim:input@" in f.case_id, (f.kind, f.reference, f.case_id)
+    lengths = {int(g.case_id.rsplit(">", 1)[1]) for g in found}
+    assert lengths <= set(large.REDUCTION_LENGTHS) and max(lengths) > 32768
+
+
+def test_real_reductions_stay_clean_over_long_rows(run_sweep):
+    result = run_sweep(config("sum,mean,amax,argmax,logsumexp,var"))
+    assert not result.findings, [f.summary for f in result.findings]
+    assert result.statuses.get("pass", 0) >= 30 and "error" not in result.statuses, result.reasons

@@ -1,4 +1,4 @@
-"""The ``large`` oracle: elements past 2^31 and 2^32, and past 2^31 bytes, get what small tensors get.
+"""The ``large`` oracle: elements past 2^31 and 2^32 (and 2^31 bytes) get what small tensors get; long reductions.
 
 Design note. A kernel that computes an offset in 32 bits wraps around at
 2^31 elements (signed) or 2^32 (unsigned), or at 2^31 bytes when it counts
@@ -6,8 +6,8 @@ bytes; the elements past the wrap are read from or written to the wrong
 place, silently. A case of this oracle takes a pointwise call's values
 (the sample's tensor arguments broadcast and flattened, an odd number of
 them, at most ``DISTINCT``, so that a position read through an offset
-wrapped by a power of two holds another value), tiles them to one length past a boundary, makes the
-call once, and reads the result at a few positions: the first and last
+wrapped by a power of two holds another value), tiles them to one length
+past a boundary, makes the call once, and reads the result at a few positions: the first and last
 elements, both sides of each boundary the length crosses, and some drawn
 from a seeded generator. The expected value at a position is the same
 call on the short tensor of the distinct values (one call, no second large
@@ -22,10 +22,19 @@ Policy, as the ``sizes`` oracle's (deep/sizes.py): the short call runs
 other lanes of the vector body and tail, so a bitwise difference is a
 finding only when it exceeds the op's tolerance (the judge's rule, its
 sensitivity measured on the picked values) or changes the class of a value
-(NaN, infinity, integers at all); within tolerance it is noted. Dims of
-65536 and reduction lengths of 32768 matter to kernels that index by dim
-(grids, reductions), not to pointwise ones, which see one flat range:
-those are left to the reductions of a later probe.
+(NaN, infinity, integers at all); within tolerance it is noted.
+
+Reductions (``large:length=L``). Kernels that index by dim break at other
+sizes: a reduction of 32768 elements and more (a 16-bit count, a block's
+share), a grid of 65536 rows or more (CUDA's grid y and z stop at 65535).
+For a reduction, the input's largest dim is tiled to L, for L in 32767,
+32768, 32769, 65535, 65536, 65537 (run.edits' ``dim:input@D>L``), and that
+call is judged as the ops engine judges any case: against the precision
+reference (float64 on the CPU), the device reference off the CPU, and the
+contracts. Its findings are that stretched case's
+(``...|dim:input@1>32768``), replayed, shrunk and scripted as such. At most
+``MAX_STRETCHED`` elements (the other dims stay as the sample has them), so
+these run in every ``--large`` sweep.
 
 Memory. A probe needs its tiled arguments and its result in memory at
 once; before the call the oracle asks the device what is free (the CPU's
@@ -47,12 +56,13 @@ from ..judge import compare as cmp
 from ..judge.oracles import one_line
 from ..judge.records import Mismatch, Outcome
 from ..judge.tolerance import table
-from ..run import call
+from ..run import call, edits
 from ..run.facts import facts as read_facts
 from . import calls
 from .sizes import _candidate, _classes, _kind
 
-DESCRIPTION = "elements past 2^31 and 2^32 (and 2^31 bytes) get what small tensors get (pointwise ops; --large)"
+DESCRIPTION = ("elements past 2^31 and 2^32 (and 2^31 bytes) get what small tensors get (pointwise ops); reductions "
+               "over 32768 and 65536 elements are right (--large)")
 
 PAD = 4096
 # Where 32-bit offsets wrap: 2^31 (signed) and 2^32 (unsigned) elements, and 2^31 bytes.
@@ -66,9 +76,16 @@ DRAWN = 32  # positions drawn at random, besides the boundaries
 HEADROOM = 1.5  # the estimate times this must fit in free memory
 
 
+# Lengths a reduction's largest dim is stretched to, and the most elements that may make.
+REDUCTION_LENGTHS = (32767, 32768, 32769, 65535, 65536, 65537)
+MAX_STRETCHED = 1 << 22
+
+
 def plan(unit, variant: str, sample: int) -> list[str]:
-    if variant != "functional" or sample != 0 or not _candidate(unit.op) or "ReductionOpInfo" in _classes(opinfo.get(unit.op)):
+    if variant != "functional" or sample != 0 or not _candidate(unit.op):
         return []
+    if "ReductionOpInfo" in _classes(opinfo.get(unit.op)):
+        return [f"large:length={n}" for n in REDUCTION_LENGTHS]
     itemsize = getattr(torch, unit.dtype).itemsize
     return [f"large:{name}" for name in PROBES if not (name == "bytes" and itemsize == 1)]
 
@@ -77,6 +94,8 @@ def run(subject) -> Outcome:
     case = subject.case
     if case.layouts or case.variant != "functional":
         return Outcome(case=case, status="skip", reason="the large oracle lays out its own tensors (functional, contiguous cases only)")
+    if case.oracle.startswith("large:length="):
+        return _stretched(case, subject, int(case.oracle.split("=", 1)[1]))
     refs = subject.base()
     if not refs.contiguous.ok:
         return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(refs.contiguous.error))
@@ -88,6 +107,38 @@ def run(subject) -> Outcome:
     if prepared is None:
         return Outcome(case=case, status="skip", reason="no sample of the op has a dimensioned tensor of 3 values or more to tile")
     return _Probe(subject, prepared, op).outcome()
+
+
+def _stretched(case, subject, length: int) -> Outcome:
+    """The case with its sample's largest dim tiled to ``length``, judged as the engine judges any case."""
+    import dataclasses
+
+    from ..engine import run_case
+
+    from ..engine import samples_of
+
+    # the case's sample, or (a first sample is often a 0-dim tensor) the op's first with a dim to stretch
+    indices = [case.sample] + ([] if case.edits else list(range(len(samples_of(case.op, case.dtype)))))
+    found = next(((i, x) for i in indices if (x := _input(i, case, subject)) is not None), None)
+    if found is None:
+        return Outcome(case=case, status="skip", reason="no sample of the op has an input with a dim to stretch")
+    index, x = found
+    dim = max(range(x.dim()), key=lambda d: x.shape[d])
+    if x.numel() // x.shape[dim] * length > MAX_STRETCHED:
+        return Outcome(case=case, status="skip", reason=f"its input {list(x.shape)} stretched to {length} would pass {MAX_STRETCHED} elements")
+    stretched = dataclasses.replace(case, sample=index, oracle="", edits=case.edits + (edits.stretch("input", dim, length),))
+    judged = run_case(stretched)
+    reason = f"{stretched.id}: {judged.reason}" if judged.reason else f"judged as {stretched.id}"
+    return Outcome(case=case, status=judged.status, reason=reason, findings=judged.findings)
+
+
+def _input(index: int, case, subject):
+    """Sample ``index``'s input tensor (the case's own sample with its edits), if it has elements in a dim."""
+    from ..engine import samples_of
+
+    sample = subject.sample if index == case.sample else samples_of(case.op, case.dtype)[index]
+    x = edits.tensors(sample).get("input")
+    return x if x is not None and x.dim() > 0 and x.numel() > 1 else None
 
 
 def _tileable(case, subject) -> call.Prepared | None:

@@ -10,6 +10,9 @@ short string:
   because they usually must agree (a matrix product's inner dims, a
   broadcast); an edit that breaks the op makes it raise, and the shrinker
   then keeps the larger size.
+* ``dim:PATH@D>K`` tiles dim ``D`` of the one tensor ``PATH`` to ``K``
+  entries (entry ``i`` holds entry ``i % size``): the large oracle's long
+  rows.
 * ``values:PATH=zeros|ones|small`` replaces one tensor's values by zeros,
   ones, or the small integers -2..2 in turn (0..4 for unsigned types,
   False/True for bool).
@@ -34,6 +37,10 @@ def size(old: int, new: int) -> str:
     return f"size:{old}>{new}"
 
 
+def stretch(path: str, dim: int, new: int) -> str:
+    return f"dim:{path}@{dim}>{new}"
+
+
 def values(path: str, kind: str) -> str:
     return f"values:{path}={kind}"
 
@@ -45,13 +52,17 @@ def apply(sample: Sample, edits: tuple[str, ...]) -> Sample:
         if verb == "size":
             old, new = (int(x) for x in rest.split(">"))
             sample = _map(sample, lambda path, t: _narrow(t, old, new))
+        elif verb == "dim":
+            where, new = rest.rsplit(">", 1)
+            target, dim = where.rsplit("@", 1)
+            sample = _map(sample, lambda path, t: _tiled(t, int(dim), int(new)) if path == target else t)
         elif verb == "values":
             target, kind = rest.rsplit("=", 1)
             if kind not in VALUES:
                 raise UsageError(f"unknown value edit {kind!r} in {edit!r}; allowed: {', '.join(VALUES)}")
             sample = _map(sample, lambda path, t: _simple(t, kind) if path == target else t)
         else:
-            raise UsageError(f"unknown sample edit {edit!r}; allowed: size:S>K, values:PATH=KIND")
+            raise UsageError(f"unknown sample edit {edit!r}; allowed: size:S>K, dim:PATH@D>K, values:PATH=KIND")
     return sample
 
 
@@ -84,6 +95,12 @@ def _narrow(t: torch.Tensor, old: int, new: int) -> torch.Tensor:
         if d == old:
             t = t.narrow(dim, 0, new)
     return t.contiguous()
+
+
+def _tiled(t: torch.Tensor, dim: int, new: int) -> torch.Tensor:
+    """``t`` with dim ``dim`` tiled to ``new`` entries: entry i holds entry i % its size."""
+    reps = [-(-new // t.shape[dim]) if i == dim else 1 for i in range(t.dim())]
+    return t.repeat(*reps).narrow(dim, 0, new).contiguous()
 
 
 def _simple(t: torch.Tensor, kind: str) -> torch.Tensor:
