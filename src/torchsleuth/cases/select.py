@@ -17,9 +17,12 @@ def _split(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def resolve_ops(patterns: str | None) -> tuple[str, ...]:
-    """Catalog names matching ``patterns`` ("add*,softmax"); all of them for None or "all"."""
-    names = sorted(opinfo.catalog())
+def resolve_ops(patterns: str | None, *, names: tuple[str, ...] | None = None, command: str = "ops") -> tuple[str, ...]:
+    """Catalog names (or ``names``) matching ``patterns`` ("add*,softmax"); all of them for None or "all".
+
+    ``command`` is the one whose ``--list`` a hint for an unknown name points to.
+    """
+    names = sorted(opinfo.catalog() if names is None else names)
     if patterns is None or patterns.strip() in ("", "all"):
         return tuple(names)
     chosen: list[str] = []
@@ -31,7 +34,7 @@ def resolve_ops(patterns: str | None) -> tuple[str, ...]:
             hits = [n for n in names if n == pattern or n.startswith(pattern + ".")]
         if not hits:
             close = difflib.get_close_matches(pattern, names, n=3, cutoff=0.6)
-            hint = f"; did you mean {', '.join(close)}?" if close else "; `torchsleuth ops --list` shows every op"
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; `torchsleuth {command} --list` shows every op"
             raise UsageError(f"unknown op {pattern!r}{hint}")
         chosen.extend(h for h in hits if h not in chosen)
     return tuple(chosen)

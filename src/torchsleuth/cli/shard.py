@@ -121,23 +121,12 @@ def run(args) -> int:
 
 
 def _ops(text: str | None, names: tuple[str, ...]) -> tuple[str, ...]:
-    import difflib
-    import fnmatch
+    """The ops ``--ops`` names among ``names`` (the catalog and the composite chains); () for all."""
+    from ..cases.select import resolve_ops
 
     if text is None or text.strip() in ("", "all"):
         return ()
-    chosen: list[str] = []
-    for pattern in (p.strip() for p in text.split(",") if p.strip()):
-        if any(c in pattern for c in "*?["):
-            hits = fnmatch.filter(names, pattern)
-        else:
-            hits = [n for n in names if n == pattern or n.startswith(pattern + ".")]
-        if not hits:
-            close = difflib.get_close_matches(pattern, names, n=3, cutoff=0.6)
-            hint = f"; did you mean {', '.join(close)}?" if close else "; `torchsleuth shard --list` shows every op"
-            raise UsageError(f"unknown op {pattern!r}{hint}")
-        chosen.extend(h for h in hits if h not in chosen)
-    return tuple(chosen)
+    return resolve_ops(text, names=names, command="shard")
 
 
 class Progress:

@@ -32,17 +32,6 @@ HANG_SECONDS = 60.0
 
 _MAIN = '''
 
-def load_imports():
-    """The modules the sweep imported first (custom kernels): a .py file or a module name."""
-    for name in IMPORTS:
-        if name.endswith(".py"):
-            GLOBALS.append(runpy.run_path(name, run_name="__torchsleuth_import__"))
-        else:
-            importlib.import_module(name)
-
-
-GLOBALS = []  # keeps an imported file's torch.library objects alive
-
 
 def capability_name(reported):
     return {{"NO AVX": "default", "Z VECTOR": "zvector"}}.get(reported, reported.lower())
@@ -184,7 +173,7 @@ def script(finding: Finding, torch_version: str) -> str:
         f"HANG_SECONDS = {HANG_SECONDS!r}",
         f"ATOL, RTOL = {atol!r}, {rtol!r}  # |a - e| <= ATOL + RTOL * |e| (the table; the sweep may have allowed more)",
     ] + generic._constants(call)
-    helpers = ("leaves",) + (("gradients",) if call.variant == "backward" else ())
+    helpers = ("leaves", "load_imports") + (("gradients",) if call.variant == "backward" else ())
     lines = generic._preamble(finding, call, torch_version, helpers, constants,
                               imports=("importlib", "os", "runpy", "subprocess", "tempfile"))
     lines += generic._function_lines(call)

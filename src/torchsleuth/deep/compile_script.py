@@ -26,17 +26,6 @@ from ..report import repro as generic
 
 _MAIN = '''
 
-def load_imports():
-    """The modules the sweep imported first (custom kernels): a .py file or a module name."""
-    for name in IMPORTS:
-        if name.endswith(".py"):
-            GLOBALS.append(runpy.run_path(name, run_name="__torchsleuth_import__"))
-        else:
-            importlib.import_module(name)
-
-
-GLOBALS = []  # keeps an imported file's torch.library objects alive
-
 
 def state():
     """Global flags that change eager results (flush-denormal mode by a probe: torch has no getter)."""
@@ -131,7 +120,7 @@ def script(finding: Finding, torch_version: str) -> str:
         f"IMPORTS = {imports!r}  # what the sweep imported first (--import); edit if they moved",
         f"ATOL, RTOL = {atol!r}, {rtol!r}  # compiled against eager: |a - e| <= ATOL + RTOL * |e| (the table's)",
     ]
-    lines = generic._preamble(finding, call, torch_version, ("leaves", "compare"), constants, imports=("importlib", "runpy"))
+    lines = generic._preamble(finding, call, torch_version, ("leaves", "compare", "load_imports"), constants, imports=("importlib", "runpy"))
     lines += generic._function_lines(call)
     lines += generic._tensors_function(call)
     verdict = "\n".join(generic._verdict("wrong", _FIXED[aspect]))

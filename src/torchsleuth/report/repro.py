@@ -365,10 +365,25 @@ def view_mask(numel, shape, stride, offset):
 '''
 
 
+# For scripts of sweeps that imported the user's modules first (IMPORTS; importlib and runpy imported).
+_LOAD_IMPORTS = '''
+def load_imports():
+    """The modules the sweep imported first (custom kernels): a .py file or a module name."""
+    for name in IMPORTS:
+        if name.endswith(".py"):
+            GLOBALS.append(runpy.run_path(name, run_name="__torchsleuth_import__"))
+        else:
+            importlib.import_module(name)
+
+
+GLOBALS = []  # keeps an imported file's torch.library objects alive
+'''
+
+
 def _helpers(*names: str) -> list[str]:
     blocks = {
         "rebuild": _REBUILD, "seeded": _SEEDED, "leaves": _LEAVES, "copies": _COPIES, "gradients": _GRADIENTS,
-        "compare": _COMPARE, "describe": _DESCRIBE, "storage": _STORAGE,
+        "compare": _COMPARE, "describe": _DESCRIBE, "storage": _STORAGE, "load_imports": _LOAD_IMPORTS,
     }
     return [blocks[name] for name in names]
 
