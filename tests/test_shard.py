@@ -245,7 +245,8 @@ def test_gloo_process_groups_confirm_a_clean_case_and_contradict_the_simulator_w
     clean = Case.parse("softmax|functional|float32|cpu|s0|input=S1|@shard:2")
     simulator_bug = Case.parse("composite.distribute_tensor|functional|float32|cpu|s0|input=SS0x2|@shard:2")
     outcomes = {o.case.id: o for o in gloo.cross_check([clean, simulator_bug])}
-    assert outcomes[gloo.checked(clean).id].status == "pass"
+    confirmed = outcomes[gloo.checked(clean).id]
+    assert confirmed.status == "pass", confirmed.reason
     wrong = outcomes[gloo.checked(simulator_bug).id]
     assert wrong.status == "finding"
     (finding,) = wrong.findings
