@@ -102,11 +102,36 @@ def test_numbers_are_the_samples_python_numbers_and_bools_and_each_gets_another_
         assert f"repeat:{path}={repeat._literal(value)}" == name
 
 
-def test_a_case_is_planned_per_number_for_functional_and_inplace_variants_only():
+def test_a_case_is_planned_per_number_and_one_for_another_dtype_for_functional_and_inplace_variants_only():
     unit = Unit(op="add", dtype="float32", device="cpu")
-    assert repeat.plan(unit, "functional", 10) == ["repeat:alpha=-1.5625"]
-    assert repeat.plan(unit, "inplace", 9) == ["repeat:alpha=1"]
-    assert repeat.plan(unit, "out", 10) == [] and repeat.plan(unit, "functional", 0) == []  # no number in sample 0
+    assert repeat.plan(unit, "functional", 10) == ["repeat:alpha=-1.5625", "repeat:dtype=float64"]
+    assert repeat.plan(unit, "inplace", 9) == ["repeat:alpha=1", "repeat:dtype=float64"]
+    assert repeat.plan(unit, "out", 10) == [] and repeat.plan(unit, "functional", 0) == ["repeat:dtype=float64"]  # no number in sample 0
+    assert repeat.plan(Unit(op="add", dtype="bool", device="cpu"), "functional", 0) == []  # no other dtype for bool
+
+
+def exp_memoised_by_shape():
+    """exp through pow (another kernel), memoised on the input's shape and values: the dtype left out of the key."""
+    memo = {}
+
+    def _exp(self):
+        key = (tuple(self.shape), tuple(self.detach().double().reshape(-1).tolist()))
+        if key not in memo:
+            memo[key] = torch.pow(math.e, self)
+        return memo[key].clone()
+
+    return _exp
+
+
+def test_a_cache_ignoring_the_dtype_hands_b_a_result_of_the_wrong_dtype(plant):
+    plant("exp", exp_memoised_by_shape())
+    found = [f for o in deep_outcomes("exp", "float32", variants=("functional",), samples=2)
+             if o.case.oracle == "repeat:dtype=float64" for f in o.findings]
+    assert found, "the dtype case found nothing"
+    f = found[0]
+    assert f.kind == "stale_result" and f.op == "aten.exp.default" and f.mismatch.attribute == "dtype"
+    assert f.mismatch.expected == "torch.float64" and f.mismatch.actual == "torch.float32"
+    assert "returns a float32 out for float64 inputs after a call in float32" in f.summary, f.summary
 
 
 def test_a_change_that_makes_the_call_raise_is_skipped_with_the_reason():

@@ -51,8 +51,15 @@ An op may write an argument by contract (batch norm's running statistics,
 embedding's weight under max_norm): whatever a call writes is put back in
 the same tensors after it, so each call sees what the first one saw.
 
+Another dtype in between (``repeat:dtype=float64``): B is the same call with
+every tensor of the case's dtype in another (``OTHER_DTYPE``), on the same
+device, for a cache whose key leaves the dtype out. Judged: A again, as
+above, and B's result has the dtypes the op gives for B's inputs (read off
+the same call on the meta device, which no kernel cache serves).
+
 Planned for the functional and in-place variants of every sample with such
-numbers (one case each), with every argument contiguous.
+numbers (one case each), and one dtype case per sample whose dtype has an
+``OTHER_DTYPE``, with every argument contiguous.
 """
 
 from __future__ import annotations
@@ -84,6 +91,9 @@ from . import calls
 DESCRIPTION = "a number argument changed between two calls is not ignored (a stale cached result)"
 
 VARIANTS = ("functional", "inplace")
+# The dtype B is made in, for the dtype case.
+OTHER_DTYPE = {"float32": "float64", "float64": "float32", "float16": "float32", "bfloat16": "float32",
+               "complex64": "complex128", "int64": "int32"}
 
 
 def plan(unit, variant: str, sample: int) -> list[str]:
@@ -92,7 +102,8 @@ def plan(unit, variant: str, sample: int) -> list[str]:
     from ..engine import samples_of  # cached: the engine has just made them
 
     s = samples_of(unit.op, unit.dtype)[sample]
-    return [f"repeat:{path}={_literal(changed(value))}" for path, value in numbers(s.args, s.kwargs)]
+    names = [f"repeat:{path}={_literal(changed(value))}" for path, value in numbers(s.args, s.kwargs)]
+    return names + ([f"repeat:dtype={OTHER_DTYPE[unit.dtype]}"] if unit.dtype in OTHER_DTYPE else [])
 
 
 def numbers(args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
@@ -132,6 +143,8 @@ def run(subject) -> Outcome:
     case = subject.case
     if case.layouts:
         return Outcome(case=case, status="skip", reason="the repeat oracle calls with contiguous arguments only")
+    if case.oracle.startswith("repeat:dtype="):
+        return _another_dtype(subject, case.oracle.split("=", 1)[1])
     path, new = parse(case.oracle)
     try:
         prepared = call.prepare(calls.plain(case), subject.function, subject.sample)
@@ -146,6 +159,55 @@ def run(subject) -> Outcome:
         return _Repeat(subject, prepared, path, old, new).judge()
     except _Skip as e:
         return Outcome(case=case, status=e.status, reason=str(e))
+
+
+def _another_dtype(subject, other: str) -> Outcome:
+    """A, then B with every tensor of the case's dtype in ``other``, then A again (see the design note)."""
+    case = subject.case
+    try:
+        prepared = call.prepare(calls.plain(case), subject.function, subject.sample)
+    except Exception as e:
+        return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(getattr(e, "error", e)))
+    dtype = getattr(torch, case.dtype)
+    if not any(t.dtype == dtype for t in prepared.tensors.values()):
+        return Outcome(case=case, status="skip", reason=f"no tensor of this sample is {case.dtype}")
+    try:
+        check = _Repeat(subject, prepared, "dtype", case.dtype, other)
+        check.b = _retyped(prepared, dtype, getattr(torch, other), device=case.device)
+        first = check.once(check.a)
+        try:
+            b = check.once(check.b)
+        except Exception as e:
+            raise _Skip(f"the call in {other} raises: {one_line(e)}") from None
+        second = check.once(check.a)
+    except _Skip as e:
+        return Outcome(case=case, status=e.status, reason=str(e))
+    except Exception as e:
+        return Outcome(case=case, status="raised", reason=one_line(e))
+    notes: list[str] = []
+    found = check.again(first, second, notes) or _wrong_dtype(check, b, other, notes)
+    if found is not None:
+        return Outcome(case=case, status="finding", findings=(found,))
+    return Outcome(case=case, status="pass", reason="; ".join(notes))
+
+
+def _wrong_dtype(check: "_Repeat", b, other: str, notes: list[str]):
+    """A finding when B's result has other dtypes than the op gives for B's inputs (the meta device says which)."""
+    meta = _retyped(check.a, getattr(torch, check.case.dtype), getattr(torch, other), device="meta")
+    try:  # the call itself: the meta device has no generator to seed and nothing to synchronise
+        args, kwargs = tree.replace_call(meta.args, meta.kwargs, meta.tensors)
+        expected = dict(cmp.flatten(meta.function(*args, **kwargs)))
+    except Exception:
+        notes.append("the op has no meta kernel to say B's dtypes: only A again was judged")
+        return None
+    for path, value in cmp.flatten(b):
+        want = expected.get(path)
+        if isinstance(value, torch.Tensor) and isinstance(want, torch.Tensor) and value.dtype != want.dtype:
+            m = Mismatch(path=path, attribute="dtype", expected=str(want.dtype), actual=str(value.dtype))
+            summary = (f"{check.name()} returns a {str(value.dtype).removeprefix('torch.')} {path} for {other} inputs "
+                       f"after a call in {check.case.dtype}, where the op gives {str(want.dtype).removeprefix('torch.')}")
+            return check.finding(summary, m, check="dtype")
+    return None
 
 
 class _Skip(Exception):
@@ -401,12 +463,12 @@ def _way(dtype: torch.dtype, device: str) -> str | None:
     return None if dtype == torch.bool else INT
 
 
-def _retyped(prepared: call.Prepared, dtype: torch.dtype, other: torch.dtype) -> call.Prepared:
-    """``prepared`` on the CPU with every tensor and dtype argument of ``dtype`` in ``other``, in fresh storages."""
-    tensors = {p: layouts.apply("contiguous", t.detach().cpu().to(other) if t.dtype == dtype else t.detach().cpu())
+def _retyped(prepared: call.Prepared, dtype: torch.dtype, other: torch.dtype, *, device: str = "cpu") -> call.Prepared:
+    """``prepared`` on ``device`` with every tensor and dtype argument of ``dtype`` in ``other``, in fresh storages."""
+    tensors = {p: layouts.apply("contiguous", t.detach().to(device).to(other) if t.dtype == dtype else t.detach().to(device))
                for p, t in prepared.tensors.items()}
-    move = lambda v: other if isinstance(v, torch.dtype) and v == dtype else (torch.device("cpu") if isinstance(v, torch.device) else v)
-    case = dataclasses.replace(prepared.case, device="cpu")
+    move = lambda v: other if isinstance(v, torch.dtype) and v == dtype else (torch.device(device) if isinstance(v, torch.device) else v)
+    case = dataclasses.replace(prepared.case, device=device)
     moved = dataclasses.replace(prepared, case=case, args=tree.map_values(prepared.args, move), kwargs=tree.map_values(prepared.kwargs, move))
     return calls.with_tensors(moved, tensors)
 
@@ -439,5 +501,8 @@ def _public_name(subject) -> str:
 
 def repro(finding, torch_version: str) -> str | None:
     from .repeat_repro import script
+
+    if "@repeat:dtype=" in finding.case_id:
+        return None  # no script of its own yet: the generic one says so
 
     return script(finding, torch_version)
