@@ -46,6 +46,7 @@ The oracle runs only when asked (``torchsleuth ops --large``): a probe of
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -110,12 +111,8 @@ def run(subject) -> Outcome:
 
 
 def _stretched(case, subject, length: int) -> Outcome:
-    """The case with its sample's largest dim tiled to ``length``, judged as the engine judges any case."""
-    import dataclasses
-
-    from ..engine import run_case
-
-    from ..engine import samples_of
+    """The case with its input's longest dim tiled to ``length``, judged as the engine judges any case."""
+    from ..engine import run_case, samples_of
 
     # the case's sample, or (a first sample is often a 0-dim tensor) the op's first with a dim to stretch
     indices = [case.sample] + ([] if case.edits else list(range(len(samples_of(case.op, case.dtype)))))
@@ -280,8 +277,6 @@ def _mismatch(path, a, e, changed, positions, tolerance) -> Mismatch:
 
 def _at_position(m: Mismatch, positions: torch.Tensor) -> Mismatch:
     """A mismatch found among the picked values, its index made the position in the large tensor."""
-    import dataclasses
-
     return dataclasses.replace(m, worst_index=(int(positions[m.worst_index[0]]),))
 
 
