@@ -113,7 +113,7 @@ def run(args) -> int:
         return torchrun.main(config, db=db, out=out, json_path=args.json, progress=not args.no_progress)
     from ..shard.sweep import sweep, write_outputs
 
-    result = sweep(config, db=db, progress=Progress(enabled=not args.no_progress))
+    result = sweep(config, db=db, progress=terminal.TerminalProgress(enabled=not args.no_progress))
     groups, written = write_outputs(result, config, out=out, json_path=args.json)
     written["database"] = f"{db} (run {result.run.id})"
     terminal.summary(result, groups=groups, written=written)
@@ -127,53 +127,3 @@ def _ops(text: str | None, names: tuple[str, ...]) -> tuple[str, ...]:
     if text is None or text.strip() in ("", "all"):
         return ()
     return resolve_ops(text, names=names, command="shard")
-
-
-class Progress:
-    """A rich progress bar over cases (``shard.sweep.Progress``), on stderr."""
-
-    def __init__(self, *, enabled: bool = True):
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
-        self.enabled = enabled
-        self.findings = 0
-        self.cases = 0
-        self._bar = None
-        self._task = None
-        self._steps: dict[str, object] = {}
-
-    def start(self, *, total: int, done: int, resumed: bool) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        if resumed:
-            self.console.print(f"[bold]resuming[/] the unfinished run: {done} of {total} op/dtype units already done")
-        if not self.enabled:
-            return
-        self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("units"),
-                        TextColumn("{task.fields[cases]} cases"), TextColumn("[red]{task.fields[findings]} findings"),
-                        TimeElapsedColumn(), TimeRemainingColumn(), console=self.console)
-        self._bar.start()
-        self._task = self._bar.add_task("shard".ljust(28), total=total, completed=done, findings=0, cases=0)
-
-    def outcome(self, outcome) -> None:
-        self.findings += len(outcome.findings)
-        self.cases += 1
-        if self._bar is not None:
-            self._bar.update(self._task, findings=self.findings, cases=self.cases, description=outcome.case.op[:28].ljust(28))
-
-    def unit_done(self, unit) -> None:
-        if self._bar is not None:
-            self._bar.advance(self._task)
-
-    def step(self, name: str, done: int, total: int) -> None:
-        if self._bar is None:
-            return
-        if name not in self._steps:
-            self._steps[name] = self._bar.add_task(name.ljust(28), total=total, findings=self.findings, cases=self.cases)
-        self._bar.update(self._steps[name], completed=done)
-
-    def finish(self) -> None:
-        if self._bar is not None:
-            self._bar.update(self._task, description="done".ljust(28))
-            self._bar.stop()

@@ -66,12 +66,12 @@ class TerminalProgress:
             self._bar.advance(self._task)
 
     def step(self, name: str, done: int, total: int) -> None:
-        """Progress of the shrink stage: ``name`` is "shrinking" (findings) or "diagnosing" (groups)."""
+        """Progress of a stage after the sweep: "shrinking" (findings), "diagnosing" (groups), or another (cases)."""
         if self._bar is None:
             return
         if name not in self._steps:
             self._bar.update(self._task, description="done".ljust(28))
-            what = "findings" if name == "shrinking" else "groups"
+            what = {"shrinking": "findings", "diagnosing": "groups"}.get(name, "cases")
             self._steps[name] = self._bar.add_task(name.ljust(28), total=total, cases=self.cases, findings=self.findings, what=what)
         self._bar.update(self._steps[name], completed=done)
 

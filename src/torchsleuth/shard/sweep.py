@@ -39,7 +39,7 @@ from .world import Simulated
 
 
 class Progress(Protocol):
-    def start(self, *, total: int, done: int, resumed: bool) -> None: ...  # total, done: units (op, dtype)
+    def start(self, *, units: int, done: int, resumed: bool) -> None: ...  # units (op, dtype) in all and done
     def outcome(self, outcome: Outcome) -> None: ...
     def unit_done(self, unit) -> None: ...
     def step(self, name: str, done: int, total: int) -> None: ...
@@ -47,7 +47,7 @@ class Progress(Protocol):
 
 
 class _Silent:
-    def start(self, *, total, done, resumed): pass
+    def start(self, *, units, done, resumed): pass
     def outcome(self, outcome): pass
     def unit_done(self, unit): pass
     def step(self, name, done, total): pass
@@ -108,7 +108,7 @@ def sweep(config: ShardConfig, *, db: str | Path, progress: Progress | None = No
         run, resumed = store.start(config, torch_version=torch.__version__, version=_version.__version__)
         units = shard_cases.units(config)
         finished = store.finished_units(run.id)
-        progress.start(total=len(units), done=sum(u.key in finished for u in units), resumed=resumed)
+        progress.start(units=len(units), done=sum(u.key in finished for u in units), resumed=resumed)
         started = time.monotonic()
         try:
             _matrix(config, store, run.id, [u for u in units if u.key not in finished], progress)
