@@ -32,7 +32,7 @@ from .judge.oracles import judge, one_line
 from .judge.records import Outcome
 from .run import call, edits, tree
 from .run.evidence import Evidence
-from .run.facts import STORAGE_DEFINED
+from .run.facts import of_references as facts_of
 from .run.facts import facts as read_facts
 from .run.pool import DeviceLost
 from .run.references import References, base_case
@@ -269,8 +269,7 @@ def _run_case(case: Case, entry, function, sample, references, override) -> Outc
         prepared, refs = _prepare(case, function, sample, references)
     except _NoReference as e:
         return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(e.error))
-    facts = read_facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=case.op)
-    facts = dataclasses.replace(facts, storage_defined=case.op.split(".")[0] in STORAGE_DEFINED)
+    facts = facts_of(refs, case.op)
     if case.variant == "backward":  # named after the forward op
         forward = references(_functional(case))
         facts = dataclasses.replace(facts, op=read_facts(forward.trace, forward.base.tensors, forward.contiguous.value, fallback=case.op).op)

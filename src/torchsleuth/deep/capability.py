@@ -55,7 +55,7 @@ from ..judge.oracles import one_line
 from ..judge.records import Mismatch, Outcome
 from ..run import call
 from ..run.evidence import Evidence
-from ..run.facts import STORAGE_DEFINED
+from ..run.facts import of_references as facts_of
 from ..run.facts import facts as read_facts
 from . import nearer, peers
 
@@ -153,8 +153,7 @@ def run(subject) -> Outcome:
         return Outcome(case=case, status="raised", reason="the call could not be made: " + one_line(getattr(e, "error", e)))
     if not refs.contiguous.ok:
         return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(refs.contiguous.error))
-    facts = read_facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=case.op)
-    facts = dataclasses.replace(facts, storage_defined=case.op.split(".")[0] in STORAGE_DEFINED)
+    facts = facts_of(refs, case.op)
     if case.variant == "backward":  # named after the forward op
         forward = subject.references(peers.functional_of(case))
         facts = dataclasses.replace(facts, op=read_facts(forward.trace, forward.base.tensors, forward.contiguous.value, fallback=case.op).op)

@@ -56,8 +56,7 @@ from ..judge.oracles import one_line
 from ..judge.records import Mismatch, Outcome
 from ..run import call, tree
 from ..run.evidence import Evidence
-from ..run.facts import STORAGE_DEFINED
-from ..run.facts import facts as read_facts
+from ..run.facts import of_references as facts_of
 from . import nearer
 from .peers import make_call
 
@@ -202,8 +201,7 @@ def run(subject) -> Outcome:
         return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(getattr(e, "error", e)))
     if not refs.contiguous.ok:
         return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(refs.contiguous.error))
-    facts = read_facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=case.op)
-    facts = dataclasses.replace(facts, storage_defined=case.op.split(".")[0] in STORAGE_DEFINED)
+    facts = facts_of(refs, case.op)
     # the sweep plans the contiguous call; the diagnosis asks for laid-out neighbours too
     prepared = make_call(case, subject.function, subject.sample)
     before_state = state()

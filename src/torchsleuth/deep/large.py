@@ -347,7 +347,7 @@ def main():
 def repro(finding, torch_version: str) -> str | None:
     """A standalone script: the same tiling, the same positions, the short call as the reference."""
     from ..report import repro as common  # the parts every script shares
-    from .sizes_repro import _POINTWISE  # placed, disagree, report: the sizes oracle's policy, written out
+    from .sizes_repro import written  # placed, disagree, report: the sizes oracle's policy, written out
 
     call = finding.call
     if call is None or not call.function or call.why_not:
@@ -364,9 +364,4 @@ def repro(finding, torch_version: str) -> str | None:
         f"POSITIONS = {positions!r}  # the elements read",
         'REFERENCE = "in a short tensor"',
     ]
-    lines = common._preamble(finding, call, torch_version, ("leaves", "compare"), constants)
-    lines += ["", "", "def call(T):", '    """The call under test, as torchsleuth made it."""', f"    return {common._call_source(call)}"]
-    lines += common._tensors_function(call)
-    lines.append(_POINTWISE.rstrip("\n"))
-    lines.append(_MAIN.rstrip("\n"))
-    return "\n".join(lines + common._data_block(call) + common._footer())
+    return written(finding, call, torch_version, constants, _MAIN)

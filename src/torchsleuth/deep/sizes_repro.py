@@ -200,9 +200,16 @@ def script(finding: Finding, torch_version: str) -> str | None:
             f"MAX_DISTINCT = {lengths.MAX_DISTINCT}",
             'REFERENCE = "alone (length 1)"',
         ]
+    return written(finding, call, torch_version, constants, _ROWS if reduction else _TILES)
+
+
+def written(finding: Finding, call, torch_version: str, constants: list[str], main: str) -> str:
+    """A script of the shared parts, ``constants``, the call, the disagreement helpers above, and ``main``."""
+    from ..report import repro as common
+
     lines = common._preamble(finding, call, torch_version, ("leaves", "compare"), constants)
     lines += ["", "", "def call(T):", '    """The call under test, as torchsleuth made it."""', f"    return {common._call_source(call)}"]
     lines += common._tensors_function(call)
     lines.append(_POINTWISE.rstrip("\n"))
-    lines.append((_ROWS if reduction else _TILES).rstrip("\n"))
+    lines.append(main.rstrip("\n"))
     return "\n".join(lines + common._data_block(call) + common._footer())

@@ -19,6 +19,7 @@ from a hand-kept skip list:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -74,6 +75,12 @@ def facts(trace: Trace | None, inputs: dict, result, *, fallback: str) -> Facts:
         names=tuple(dict.fromkeys(names)),
         steps=max(1, sum(1 for op in trace.ops if _short(op) not in PLUMBING)),
     )
+
+
+def of_references(refs, catalog_name: str) -> Facts:
+    """The facts of a case's call, read off its references' trace; storage-defined by the op's catalog name."""
+    found = facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=catalog_name)
+    return dataclasses.replace(found, storage_defined=catalog_name.split(".")[0] in STORAGE_DEFINED)
 
 
 def _tensors(value):
