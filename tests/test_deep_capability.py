@@ -214,3 +214,10 @@ def test_clean_kernels_stay_clean(run_sweep):
     result = run_sweep(config(ops="abs,exp,add,sum,softmax", dtypes=("float32", "bfloat16"), workers=0, shrink=False))
     assert result.findings == (), listing(result)
     assert result.statuses.get("pass", 0) > 0 and "error" not in result.statuses, listing(result)
+
+
+def test_lazily_conjugated_complex_results_are_compared(run_sweep):
+    """conj and H return a conjugate view; its classes are read from the resolved values, not refused."""
+    result = run_sweep(config(ops="conj,H", dtypes=("complex64",), variants=("functional",), samples=1, workers=0, shrink=False))
+    assert result.findings == (), listing(result)
+    assert result.statuses.get("pass", 0) >= 2 and "error" not in result.statuses, listing(result)

@@ -263,7 +263,7 @@ def _classes(t: torch.Tensor) -> torch.Tensor:
     """Per element: 0 finite, 1 NaN, 2 +inf, 3 -inf (complex: real and imaginary parts side by side)."""
     t = t.detach().cpu()
     if t.is_complex():
-        t = torch.view_as_real(t)
+        t = torch.view_as_real(t.resolve_conj())
     return torch.isnan(t).to(torch.int8) + 2 * (t == float("inf")).to(torch.int8) + 3 * (t == float("-inf")).to(torch.int8)
 
 
@@ -281,7 +281,7 @@ def _class_change(path: str, a, e) -> Mismatch | None:
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape)) if len(shape) else ()
     av, ev = a.detach().cpu(), e.detach().cpu()
     if av.is_complex():
-        av, ev = torch.view_as_real(av), torch.view_as_real(ev)
+        av, ev = torch.view_as_real(av.resolve_conj()), torch.view_as_real(ev.resolve_conj())
     show = lambda t: f"{float(t.reshape(-1)[flat]):.6g}"  # noqa: E731
     return Mismatch(path=path, attribute="class", expected=f"{show(ev)} at {list(index)}",
                     actual=f"{show(av)} ({int(bad.sum())} of {bad.numel()} elements change class)",

@@ -67,7 +67,7 @@ def under(capability):
 
 def classes(t):
     """0 finite, 1 NaN, 2 +inf, 3 -inf, per element (complex: both parts)."""
-    t = torch.view_as_real(t) if t.is_complex() else t
+    t = torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
     return torch.isnan(t).to(torch.int8) + 2 * (t == float("inf")).to(torch.int8) + 3 * (t == float("-inf")).to(torch.int8)
 
 
