@@ -2,10 +2,11 @@
 
 Planted: a dispatch cache that memoises hardtanh's result keyed on the
 tensor but not on min_val and max_val (B is served A's result), and one that
-hands out the previous call's result (A again is served B's). Each must be
-found, named (op, the number, both values), shrunk without turning flaky,
-and its repro script must exit 1 with the plant and 0 without. Real kernels
-stay clean.
+hands out the previous call's result (A again is served B's), and an exp
+memoised with the dtype left out of the key (B in float64 is served A's
+float32 result). Each must be found, named (op, the number or dtype, both
+values), shrunk without turning flaky, and its repro script must exit 1 with
+the plant and 0 without. Real kernels stay clean.
 """
 
 from __future__ import annotations
@@ -110,6 +111,28 @@ def test_a_case_is_planned_per_number_and_one_for_another_dtype_for_functional_a
     assert repeat.plan(Unit(op="add", dtype="bool", device="cpu"), "functional", 0) == []  # no other dtype for bool
 
 
+EXP_PLANT = '''
+import math
+import warnings
+import torch
+
+_lib = torch.library.Library("aten", "IMPL")
+_memo = {}
+
+
+def _exp(self):
+    key = (tuple(self.shape), tuple(self.detach().double().reshape(-1).tolist()))  # the bug: the dtype is not in the key
+    if key not in _memo:
+        _memo[key] = torch.pow(math.e, self)
+    return _memo[key].clone()
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    _lib.impl("exp", _exp, "CPU")
+'''
+
+
 def exp_memoised_by_shape():
     """exp through pow (another kernel), memoised on the input's shape and values: the dtype left out of the key."""
     memo = {}
@@ -123,7 +146,7 @@ def exp_memoised_by_shape():
     return _exp
 
 
-def test_a_cache_ignoring_the_dtype_hands_b_a_result_of_the_wrong_dtype(plant):
+def test_a_cache_ignoring_the_dtype_hands_b_a_result_of_the_wrong_dtype(plant, tmp_path):
     plant("exp", exp_memoised_by_shape())
     found = [f for o in deep_outcomes("exp", "float32", variants=("functional",), samples=2)
              if o.case.oracle == "repeat:dtype=float64" for f in o.findings]
@@ -132,6 +155,18 @@ def test_a_cache_ignoring_the_dtype_hands_b_a_result_of_the_wrong_dtype(plant):
     assert f.kind == "stale_result" and f.op == "aten.exp.default" and f.mismatch.attribute == "dtype"
     assert f.mismatch.expected == "torch.float64" and f.mismatch.actual == "torch.float32"
     assert "returns a float32 out for float64 inputs after a call in float32" in f.summary, f.summary
+    # its repro script (what `torchsleuth repro` prints): A, B in float64, A again, B's dtypes against the meta device
+    text = repro.script(f)
+    assert "No repro could be generated" not in text and "OTHER_DTYPE = 'float64'" in text
+    clean, planted = tmp_path / "clean.py", tmp_path / "planted.py"
+    clean.write_text(text)
+    planted.write_text(EXP_PLANT + "\n" + text)
+    runs = {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted)}
+    assert runs["planted.py"].returncode == 1, runs["planted.py"].stdout + runs["planted.py"].stderr
+    assert "out: torch.float32, the meta device says torch.float64" in runs["planted.py"].stdout
+    assert "BUG PRESENT" in runs["planted.py"].stdout
+    assert runs["clean.py"].returncode == 0, runs["clean.py"].stdout + runs["clean.py"].stderr
+    assert "out: torch.float64, the meta device says torch.float64" in runs["clean.py"].stdout
 
 
 def test_a_change_that_makes_the_call_raise_is_skipped_with_the_reason():
@@ -224,3 +259,23 @@ def test_a_crash_in_a_repeat_case_gets_a_script_that_makes_bs_call_in_a_child():
     text = repro.script(finding)
     assert "torch.native_batch_norm(T['input'], None, None, None, None, False, 0.5, 1e-05)" in text
     assert "TORCHSLEUTH_REPRO_CHILD" in text
+
+
+def test_a_crash_in_a_dtype_case_gets_a_script_that_makes_bs_call_in_the_other_dtype_in_a_child():
+    import zlib
+
+    from torchsleuth.run.records import CallSpec, TensorSpec
+
+    x = torch.tensor([[1.5, -2.25], [0.1, 3.0]])
+    spec = CallSpec(function="torch.sum", args_src="T['input']", kwargs_src="dtype=torch.float32",
+                    tensors=(TensorSpec(path="input", shape=(2, 2), stride=(2, 1), storage_offset=0, storage_numel=4, dtype="float32",
+                                        device="cpu", layout="contiguous", data=zlib.compress(x.view(torch.uint8).numpy().tobytes())),),
+                    variant="functional")
+    case_id = "sum|functional|float32|cpu|s1|contiguous|@repeat:dtype=float64"
+    finding = calls.finding(Case.parse(case_id), kind="crash", reference="isolation", op="sum", summary="sum crashes", mismatch=None, call_spec=spec)
+    text = repro.script(finding)
+    assert "torch.sum(T['input'], dtype=torch.float64)" in text and "TORCHSLEUTH_REPRO_CHILD" in text
+    namespace = {"__name__": "repro"}
+    exec(compile(text, "repro.py", "exec"), namespace)
+    rebuilt = namespace["tensors"]()["input"]
+    assert rebuilt.dtype == torch.float64 and torch.equal(rebuilt, x.double())  # B's tensors: A's float32 values in float64

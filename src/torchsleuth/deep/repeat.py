@@ -502,7 +502,4 @@ def _public_name(subject) -> str:
 def repro(finding, torch_version: str) -> str | None:
     from .repeat_repro import script
 
-    if "@repeat:dtype=" in finding.case_id:
-        return None  # no script of its own yet: the generic one says so
-
     return script(finding, torch_version)
