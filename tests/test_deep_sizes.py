@@ -1,11 +1,14 @@
 """The ``sizes`` oracle: an element's result must not depend on the tensor around it.
 
 Planted: a pointwise kernel whose scalar tail (the last ``n % 8`` elements)
-computes wrongly, and a reduction kernel wrong on the rows past a multiple
-of 8 of a batch. Each must be found, named (op, lengths or batches), shrunk
-without turning flaky, and its repro script must exit 1 with the plant and
-0 without. Real kernels of a handful of pointwise ops and reductions stay
-clean, one-ULP differences between SLEEF and libm included.
+computes wrongly, the same wrong only for non-contiguous inputs (a strided
+path's tail), a binary kernel wrong only when its operands' strides differ,
+and a reduction kernel wrong on the rows past a multiple of 8 of a batch.
+Each must be found, named (op, layout, lengths or batches), shrunk without
+turning flaky, and its repro script must exit 1 with the plant and 0
+without. Real kernels of a handful of pointwise ops and reductions stay
+clean in every layout form, one-ULP differences between SLEEF and libm
+included.
 """
 
 from __future__ import annotations
@@ -36,12 +39,37 @@ def planting(op: str, kernel) -> str:
 
 def exp2_with_a_wrong_tail(self):
     """exp2 through another kernel, correct for the first n - n % 8 elements, off by 0.5 after them."""
-    out = torch.pow(2.0, self)
+    out = torch.pow(2.0, self).contiguous()
     n = out.numel()
     body = n - n % 8
     if body < n:
         out.view(-1)[body:] += 0.5
     return out
+
+
+def exp2_with_a_wrong_strided_tail(self):
+    """exp2 through another kernel, off by 0.5 on the last n % 8 elements of a non-contiguous input only."""
+    out = torch.pow(2.0, self).contiguous()
+    n = out.numel()
+    if not self.is_contiguous() and n % 8:
+        out.view(-1)[n - n % 8:] += 0.5
+    return out
+
+
+def hypot_wrong_on_mixed_strides(self, other):
+    """hypot through other kernels, off by 0.5 on the last n % 8 elements when its operands' strides differ."""
+    out = torch.sqrt(self * self + other * other).contiguous()
+    n = out.numel()
+    if self.stride() != other.stride() and n % 8:
+        out.view(-1)[n - n % 8:] += 0.5
+    return out
+
+
+def exp2_refusing_non_contiguous_inputs(self):
+    """exp2 through another kernel, raising (loudly) on a non-contiguous input."""
+    if not self.is_contiguous():
+        raise RuntimeError("this exp2 wants a contiguous input")
+    return torch.pow(2.0, self)
 
 
 def amax_wrong_past_eight_rows(self, dim=(), keepdim=False):
@@ -95,6 +123,25 @@ def test_tiling_repeats_the_samples_values_and_keeps_a_zero_dim_tensor_as_it_is(
     moved = tiles.length(20, "offset")["input"]
     assert moved.storage_offset() == lengths.layouts.OFFSET and torch.equal(moved, tiles.tiled["input"])
     assert lengths.tiling({"input": torch.empty(0, 3)}, 20) == "its tensor arguments are empty"
+
+
+def test_layout_forms_are_the_same_values_strided_or_transposed_in_poisoned_storage():
+    x, y = torch.arange(5.0), torch.arange(5.0) * 10
+    tiles = lengths.tiling({"input": x, "other": y}, 20)
+    assert tiles.forms() == ("strided", "transposed", "transposed-first")
+    assert lengths.tiling({"input": x}, 20).forms() == ("strided", "transposed")
+    strided = tiles.form(9, "strided")["input"]
+    assert strided.shape == (9,) and strided.stride() == (2,) and tiles.count(9, "strided") == 9
+    assert strided.tolist() == [float(i % 5) for i in range(9)]
+    gaps = torch.as_strided(strided, (8,), (2,), strided.storage_offset() + 1)
+    assert bool(gaps.isnan().all())  # the gaps are the main sweep's poison
+    grid = tiles.form(9, "transposed")
+    assert grid["input"].shape == (9, 2) and grid["input"].stride() == (1, 9) and grid["other"].stride() == (1, 9)
+    assert tiles.count(9, "transposed") == 18
+    assert grid["input"].reshape(-1).tolist() == [float(i % 5) for i in range(18)]  # row-major: value (2i + j) % distinct
+    mixed = tiles.form(9, "transposed-first")
+    assert mixed["input"].stride() == (1, 9) and mixed["other"].stride() == (2, 1)
+    assert torch.equal(mixed["other"], grid["other"])
 
 
 def test_rows_are_the_input_rolled_and_batched_in_both_memory_orders():
@@ -157,6 +204,44 @@ def test_a_wrong_scalar_tail_is_a_size_variance_naming_the_op_and_the_lengths(pl
         assert f.mismatch is not None and f.mismatch.attribute == "values" and f.call is not None
 
 
+def test_a_wrong_strided_tail_is_a_size_variance_naming_the_op_the_layout_and_the_lengths(plant, run_sweep):
+    plant("exp2", exp2_with_a_wrong_strided_tail)
+    result = run_sweep(sweep_config("exp2", shrink=False))
+    found = of_kind(result)
+    assert found, result.findings
+    for f in found:
+        assert (f.kind, f.reference, f.op, f.dtype) == ("size_variance", "size", "aten.exp2.default", "float32")
+        assert f.summary.startswith("exp2 [float32] gives an element another value in strided length 7 (every other element) "
+                                    "than in length 1 (the element alone)"), f.summary
+        # wrong where a non-contiguous input's numel is not a multiple of 8: strided n, transposed 2n
+        odd = "7, 9, 15, 17, 31, 33, 63, 65, 127, 129, 255, 257"
+        assert (f"wrong at strided lengths {odd} (every other element) and at "
+                f"transposed lengths {odd} (n x 2, columns of n in memory); ") in f.summary, f.summary
+        every = ", ".join(map(str, lengths.CPU_LENGTHS))
+        assert f"right at lengths {every} and at strided lengths 8, 16," in f.summary, f.summary
+        assert "strided length 9 (every other element)" in f.detail
+
+
+def test_a_kernel_wrong_only_on_mixed_strides_is_caught_by_the_one_transposed_operand(plant):
+    plant("hypot", hypot_wrong_on_mixed_strides)
+    found = [f for o in deep_outcomes("hypot", "float32", samples=1) for f in o.findings]
+    assert found
+    for f in found:
+        assert f.kind == "size_variance" and f.op == "aten.hypot.default", f.summary
+        mixed = "(n x 2) with input transposed, the others contiguous"
+        assert "another value in length 7 (7 x 2) with input transposed, the others contiguous than in length 1" in f.summary, f.summary
+        assert f"wrong at lengths 7, 9, 15, 17, 31, 33, 63, 65, 127, 129, 255, 257 {mixed};" in f.summary, f.summary
+        assert "at strided lengths 7, 8, 9," in f.summary.split("; right ")[1]  # every operand strided alike: right
+
+
+def test_a_layout_form_that_raises_is_dropped_and_noted_not_a_skip(plant):
+    plant("exp2", exp2_refusing_non_contiguous_inputs)
+    outcomes = deep_outcomes("exp2", "float32", samples=1)
+    assert outcomes and all(o.status == "pass" for o in outcomes), [(o.status, o.reason) for o in outcomes]
+    assert "strided length 7 (every other element) raised: RuntimeError: this exp2 wants a contiguous input" in outcomes[0].reason
+    assert "transposed length 7 (7 x 2, columns of 7 in memory) raised" in outcomes[0].reason
+
+
 def test_a_planted_size_variance_shrinks_and_replays_without_turning_flaky(plant, run_sweep):
     plant("exp2", exp2_with_a_wrong_tail)
     result = run_sweep(sweep_config("exp2", samples=1))
@@ -182,10 +267,15 @@ def test_a_reduction_wrong_on_the_tail_of_its_rows_is_a_size_variance(plant):
         assert "wrong in batches of 9, 15, 17, 31, 33 rows; right in batches of 7, 8, 16, 32 rows" in f.summary, f.summary
 
 
-@pytest.mark.parametrize("op, opinfo_name, kernel", [("exp2", "exp2", exp2_with_a_wrong_tail), ("amax", "amax", amax_wrong_past_eight_rows)])
-def test_the_planted_findings_repro_exits_1_with_the_plant_and_0_without(plant, tmp_path, op, opinfo_name, kernel):
+@pytest.mark.parametrize("op, kernel, says", [
+    ("exp2", exp2_with_a_wrong_tail, "length 9"),
+    ("exp2", exp2_with_a_wrong_strided_tail, "strided length 9 (every other element)"),
+    ("hypot", hypot_wrong_on_mixed_strides, "length 9 (9 x 2) with input transposed, the others contiguous"),
+    ("amax", amax_wrong_past_eight_rows, "a batch of 9 rows (outermost in memory)"),
+])
+def test_the_planted_findings_repro_exits_1_with_the_plant_and_0_without(plant, tmp_path, op, kernel, says):
     plant(op, kernel)
-    outcomes = deep_outcomes(opinfo_name, "float32", samples=0 if op == "amax" else 1)
+    outcomes = deep_outcomes(op, "float32", samples=0 if op == "amax" else 1)
     finding = next(f for o in outcomes for f in o.findings)
     text = repro.script(finding)
     clean, planted = tmp_path / "clean.py", tmp_path / "planted.py"
@@ -194,7 +284,7 @@ def test_the_planted_findings_repro_exits_1_with_the_plant_and_0_without(plant, 
     runs = {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted)}
     assert runs["planted.py"].returncode == 1, runs["planted.py"].stdout + runs["planted.py"].stderr
     assert "BUG PRESENT" in runs["planted.py"].stdout
-    assert ("length 9" if op == "exp2" else "a batch of 9 rows") in runs["planted.py"].stdout
+    assert f"{says}: out: " in runs["planted.py"].stdout
     assert runs["clean.py"].returncode == 0, runs["clean.py"].stdout + runs["clean.py"].stderr
 
 
@@ -203,13 +293,22 @@ def test_the_planted_findings_repro_exits_1_with_the_plant_and_0_without(plant, 
 CLEAN = ("sin", "sigmoid", "add", "mul", "clamp", "where", "nn.functional.gelu", "abs", "sum", "amax", "argmax", "mean")
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64"])
-def test_real_kernels_are_clean(dtype):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int64"])
+def test_real_kernels_are_clean(dtype, monkeypatch):
+    judged_in = set()
+    compare = sizes._Check.compare
+
+    def spied(self, place, *args, **kwargs):
+        judged_in.add(place.kind)
+        return compare(self, place, *args, **kwargs)
+
+    monkeypatch.setattr(sizes._Check, "compare", spied)
     outcomes = [o for op in CLEAN for o in deep_outcomes(op, dtype, samples=2)]
     assert not [f.summary for o in outcomes for f in o.findings]
-    assert not [o.reason for o in outcomes if o.status == "error"]
+    assert not [o.reason for o in outcomes if o.status == "error" or (o.status == "pass" and "raised" in o.reason)]  # no form dropped
     judged = {o.case.op for o in outcomes if o.status == "pass"}
     assert len(judged) >= len(CLEAN) - 3, sorted(set(CLEAN) - judged)  # a few have no sample this oracle applies to
+    assert {"length", "offset", "strided", "transposed", "transposed-first", "outer", "inner"} <= judged_in
 
 
 def test_nans_that_differ_only_in_their_bits_are_noted_not_reported():

@@ -13,6 +13,22 @@ gets a fresh storage with poison after it (cases.layouts), and the offset
 configuration starts the longest length at a storage offset that breaks
 every vector alignment.
 
+Layout forms (``Tiling.form``). The same values at the same lengths, laid
+out by cases.layouts (the main sweep's own transforms, gaps and guards
+poisoned):
+
+* ``strided``: every tiled argument, 1-D, every other element of a buffer
+  twice as long;
+* ``transposed``: every tiled argument ``n x COLUMNS``, column-major, so the
+  op walks columns of ``n``; element ``(i, j)`` holds value
+  ``(i * COLUMNS + j) % distinct``;
+* ``transposed-first``: the same grid with only the first tiled argument
+  transposed (when there are several): operands with other strides, which
+  is what sends TensorIterator to its strided inner loop; with every
+  operand transposed alike it reorders the dims and sees one contiguous run.
+
+A form needs ``n > 1`` (at length 1 every layout is contiguous).
+
 Lengths depend on the device type: CPU kernels (ATen's ``Vectorized``)
 handle ``2 * Vec::size()`` elements per step, from 8 (float64, AVX2) to 128
 (int8 and bool, AVX512), then a scalar tail; GPU kernels have warps of 32,
@@ -41,6 +57,15 @@ GPU_LENGTHS = (1, 3, 4, 5, 7, 8, 9, 31, 32, 33, 127, 128, 129, 255, 256, 257, 51
                4095, 4096, 4097, 65535, 65536, 65537)
 CPU_ROWS = (7, 8, 9, 15, 16, 17, 31, 32, 33)
 GPU_ROWS = (31, 32, 33, 127, 128, 129, 255, 256, 257)
+# The transposed forms are n x COLUMNS grids: COLUMNS runs of n in memory.
+COLUMNS = 2
+# How each layout form reads around "length 9" or "lengths 7, 9" ({n}: the length, or "n"
+# for several; {first}: the first tiled argument's path).
+FORM_WORDS = {
+    "strided": ("strided ", " (every other element)"),
+    "transposed": ("transposed ", " ({n} x %d, columns of {n} in memory)" % COLUMNS),
+    "transposed-first": ("", " ({n} x %d) with {first} transposed, the others contiguous" % COLUMNS),
+}
 # Values of a sample that are each also run alone: the cost of the oracle is
 # about this many calls of one element.
 MAX_DISTINCT = 1024
@@ -70,6 +95,24 @@ class Tiling:
     def length(self, n: int, layout: str = "contiguous") -> dict:
         """The arguments at length ``n``, each in a fresh poisoned storage laid out as ``layout``."""
         return {**{p: layouts.apply(layout, t[:n]) for p, t in self.tiled.items()}, **self.kept}
+
+    def forms(self) -> tuple[str, ...]:
+        """The layout forms this tiling takes (``transposed-first`` only with several tiled arguments)."""
+        return ("strided", "transposed") + (("transposed-first",) if len(self.tiled) > 1 else ())
+
+    def form(self, n: int, form: str) -> dict:
+        """The arguments at length ``n`` in a layout form (see the design note); ``n > 1``."""
+        if form == "strided":
+            return {**{p: layouts.apply("strided", t[:n]) for p, t in self.tiled.items()}, **self.kept}
+        first = next(iter(self.tiled))
+        at = self.positions(COLUMNS * n)
+        grids = {p: t[:self.distinct][at.to(t.device)].reshape(n, COLUMNS) for p, t in self.tiled.items()}
+        laid = {p: layouts.apply("transposed" if form == "transposed" or p == first else "contiguous", g) for p, g in grids.items()}
+        return {**laid, **self.kept}
+
+    def count(self, n: int, form: str) -> int:
+        """The elements of the form at length ``n``, in the result's row-major order."""
+        return COLUMNS * n if form.startswith("transposed") else n
 
     def alone(self, j: int) -> dict:
         """Value ``j`` alone: every tiled argument of length 1."""

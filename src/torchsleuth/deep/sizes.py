@@ -12,9 +12,29 @@ values (deep.lengths: broadcast, flattened, tiled) and computes
 * every length of ``lengths.lengths(device)`` (1, 7, 8, 9, ... 257 on the
   CPU; up to 65537 on a GPU), each in a fresh storage;
 * the longest length at a storage offset that breaks vector alignment;
+* every length but 1 again in each layout form (deep.lengths, laid out by
+  cases.layouts as the main sweep lays out its ``strided`` and
+  ``transposed`` cases, gaps poisoned): strided, every other element of a
+  buffer twice as long; transposed, an ``n x 2`` grid in column-major
+  order, so the op walks columns of ``n``; and, when the call has several
+  tiled arguments, the same grid with only the first one transposed;
 * the sample's own call, flattened;
 
 and compares every element with the same value alone, bit for bit.
+
+Layout. Issue 6 asks that an element's result not depend on its layout
+either. A CPU kernel given a strided operand leaves the vectorised loop for
+a scalar or gathered one with a tail of its own; a CUDA kernel leaves its
+vectorised loads for an offset calculator. The forms are configurations of
+the one ``sizes`` case, not cases of their own: they share its most
+expensive part, each distinct value computed alone, so the case count per
+op stays one per sample, and a finding's summary names the form and the
+lengths ("wrong at strided lengths 7, 9, ... (every other element)"). Every
+operand transposed alike is what TensorIterator reorders back into one
+contiguous run (on the CPU it behaves as length ``2n``); operands with
+different strides (``transposed-first``) are what reach the strided inner
+loop, so both are there. A form the op refuses (it raises) is left out and
+named in the outcome's reason: a loud error is not this oracle's class.
 
 Policy. PyTorch computes the body and the tail of some kernels differently
 on purpose: on the CPU, sigmoid, sinh, cosh, exp2, gelu, silu, mish and
@@ -58,7 +78,7 @@ is a ufunc or reduction class, or its aten name carries one of those tags);
 a planned case the trace rules out is a skip with its reason.
 
 Only the functional variant is planned, and only with every argument
-contiguous: the layouts are the main sweep's business, so a shrunk or
+contiguous: the oracle lays out its own tensors (above), so a shrunk or
 diagnosed case that asks for a layout is skipped.
 """
 
@@ -82,7 +102,7 @@ from ..run.facts import facts as read_facts
 from ..run.trace import PLUMBING
 from . import calls, lengths
 
-DESCRIPTION = "an element's result does not depend on the tensor's length, offset or batch (pointwise ops, reductions)"
+DESCRIPTION = "an element's result does not depend on the tensor's length, offset, layout or batch (pointwise ops, reductions)"
 
 _UFUNCS = frozenset({"UnaryUfuncInfo", "BinaryUfuncInfo"})
 _PLANNED_CLASSES = _UFUNCS | {"ReductionOpInfo"}
@@ -170,11 +190,12 @@ class _Skip(Exception):
 
 @dataclass(frozen=True, slots=True)
 class _Place:
-    """Where the oracle put an element: "length", "offset" or "sample" (pointwise), "outer" or "inner" (rows)."""
+    """Where the oracle put an element: "length", "offset", a layout form or "sample" (pointwise), "outer" or "inner" (rows)."""
 
-    kind: str
+    kind: str  # one of the above; a layout form is a key of lengths.FORM_WORDS
     size: int  # the length, or the rows in the batch
-    label: str  # "length 9", "a batch of 9 rows (innermost in memory)"
+    label: str  # "length 9", "strided length 9 (every other element)", "a batch of 9 rows (innermost in memory)"
+    argument: str = ""  # the argument a layout form lays out alone ("transposed-first")
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +217,7 @@ class _Check:
         self.function_name = opinfo.public_name(subject.entry, "functional")
         self._slack: dict[bool, dict] = {}
         self.detail = ""  # how the configurations were made, for the reader and the repro script
+        self.notes: list[str] = []  # what a passing outcome's reason says besides the bits
 
     def name(self) -> str:
         short = self.op.split(".")[1] if self.op.startswith("aten.") else self.op
@@ -243,13 +265,27 @@ class _Check:
             return expected, slack
 
         longest = tiles.longest
-        configurations = [(_Place("length", n, f"length {n}"), tiles.length(n)) for n in sizes]
+        configurations = [(_Place("length", n, f"length {n}"), n, tiles.length(n)) for n in sizes]
         configurations.append((_Place("offset", longest, f"length {longest} at storage offset {layouts.OFFSET}"),
-                               tiles.length(longest, "offset")))
-        verdicts = []
-        for place, tensors in configurations:
-            expected, slack = judged_at(place.size)
-            verdicts.append(self.compare(place, calls.leaves(self.call(tensors)), expected, slack, signed_zero=True))
+                               longest, tiles.length(longest, "offset")))
+        first = next(iter(tiles.tiled))
+        configurations += [(_Place(form, n, _form_words(form, n, first), first), tiles.count(n, form), tiles.form(n, form))
+                           for form in tiles.forms() for n in sizes if n > 1]
+        verdicts, raised = [], {}
+        for place, count, tensors in configurations:
+            if place.kind in lengths.FORM_WORDS:
+                try:  # a form that raises is loud, not this oracle's class: noted, and the form dropped
+                    actual = calls.leaves(calls.run(self.prepared, tensors))
+                except Exception as e:
+                    raised.setdefault(place.kind, f"{place.label} raised: {one_line(e)}")
+                    continue
+                grid = (place.size, lengths.COLUMNS)
+                actual = [(p, v.reshape(-1) if isinstance(v, torch.Tensor) and tuple(v.shape) == grid else v) for p, v in actual]
+            else:
+                actual = calls.leaves(self.call(tensors))
+            expected, slack = judged_at(count)
+            verdicts.append(self.compare(place, actual, expected, slack, signed_zero=True))
+        self.notes += raised.values()
         if torch.Size(tiles.shape).numel() == tiles.distinct:  # every element of the sample has its value alone
             expected, slack = judged_at(tiles.distinct)
             flat = [(p, v.reshape(-1)) for p, v in sample_leaves]
@@ -358,6 +394,7 @@ class _Check:
             if nans:
                 parts.append(f"NaNs differ in sign or payload bits in {nans[0].place.label}" + (f" and {len(nans) - 1} more" if len(nans) > 1 else ""))
             reason = f"{'; '.join(parts)}, within tolerance ({len(noisy)} of {len(verdicts)} configurations)" if parts else ""
+            reason = "; ".join(part for part in (reason, *self.notes) if part)
             return Outcome(case=self.case, status="pass", reason=reason)
         m = bad[0].mismatch
         at = f" {list(m.worst_index)}" if m.worst_index else ""
@@ -371,13 +408,26 @@ class _Check:
         return Outcome(case=self.case, status="finding", findings=(finding,))
 
 
+def _form_words(form: str, n: int | str, first: str) -> str:
+    """A layout form at length ``n``: "strided length 9 (every other element)"; ``n`` a string: several lengths."""
+    before, after = lengths.FORM_WORDS[form]
+    many = isinstance(n, str) and "," in n
+    return f"{before}length{'s' * many} {n}{after.format(n='n' if many else n, first=first)}"
+
+
 def _places(verdicts: list[_Verdict]) -> str:
-    """The configurations in a few words: "at lengths 8, 9, 16 and at storage offset 3", "in batches of 9, 17 rows"."""
+    """The configurations in a few words: "at lengths 8, 9, 16 and at strided lengths 9, 17 (every other element)
+    and at storage offset 3", "in batches of 9, 17 rows"."""
     kinds = {v.place.kind for v in verdicts}
     sizes = sorted({v.place.size for v in verdicts if v.place.kind in ("length", "outer", "inner")})
     parts = []
     if "length" in kinds:
         parts.append(f"at length{'s' if len(sizes) > 1 else ''} {', '.join(map(str, sizes))}")
+    for form in lengths.FORM_WORDS:
+        of_form = [v for v in verdicts if v.place.kind == form]
+        if of_form:
+            n = ", ".join(map(str, sorted({v.place.size for v in of_form})))
+            parts.append("at " + _form_words(form, n, of_form[0].place.argument))
     if kinds & {"outer", "inner"}:
         only = "" if {"outer", "inner"} <= kinds else f" (rows {'innermost' if 'inner' in kinds else 'outermost'} in memory only)"
         parts.append(f"in batches of {', '.join(map(str, sizes))} rows{only}")

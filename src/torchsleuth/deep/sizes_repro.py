@@ -1,13 +1,16 @@
-"""The repro script of a ``sizes`` finding: the same lengths, offset or batches, standalone.
+"""The repro script of a ``sizes`` finding: the same lengths, offset, layouts or batches, standalone.
 
 Design note. The script is made of the parts every torchsleuth script has
 (report.repro: the header, ``rebuild`` and the tensors' bytes, the call as
 source, the footer) and a check of its own, written out below as plain
 Python. It rebuilds the sample's tensors exactly, makes the same
-configurations as the oracle (deep.lengths: the tiles at every length and
-at a storage offset for a pointwise op; the batches of rolled rows for a
-reduction), computes every value or row alone, and prints each element that
-disagrees: its configuration, its position, both values.
+configurations as the oracle (deep.lengths: the tiles at every length, at a
+storage offset and in the layout forms, strided and transposed, for a
+pointwise op; the batches of rolled rows for a reduction), computes every
+value or row alone, and prints each element that disagrees: its
+configuration, its position (row-major in a transposed grid), both values.
+The layout forms are written out as plain ``as_strided`` views over
+poisoned storage, the same strides cases.layouts gives them.
 
 An element disagrees when its bits differ and the difference changes the
 class of the value (NaN, infinity, the sign of a zero for pointwise ops),
@@ -86,21 +89,60 @@ def tiles(T, longest):
     return tiled, kept, distinct
 
 
+def strided(t):
+    """1-D ``t`` as every other element of a fresh storage, the gaps poisoned."""
+    storage = torch.full((2 * t.numel() - 1 + 4,), poison(t.dtype), dtype=t.dtype, device=t.device)
+    view = storage.as_strided(t.shape, (2,))
+    view.copy_(t)
+    return view
+
+
+def transposed(t):
+    """2-D ``t`` in a fresh storage, column-major: the op walks its columns."""
+    storage = torch.full((t.numel() + 4,), poison(t.dtype), dtype=t.dtype, device=t.device)
+    view = storage.as_strided(t.shape, (1, t.shape[0]))
+    view.copy_(t)
+    return view
+
+
+def configurations(tiled, kept, distinct):
+    """(label, elements, arguments, is a layout form) for every length, the offset, and the layout forms."""
+    longest = max(LENGTHS)
+    made = [(f"length {n}", n, {p: placed(t[:n]) for p, t in tiled.items()}, False) for n in LENGTHS]
+    made.append((f"length {longest} at storage offset {OFFSET}", longest, {p: placed(t, OFFSET) for p, t in tiled.items()}, False))
+    first = next(iter(tiled))
+    for n in (n for n in LENGTHS if n > 1):
+        made.append((f"strided length {n} (every other element)", n, {p: strided(t[:n]) for p, t in tiled.items()}, True))
+        at = torch.arange(COLUMNS * n) % distinct
+        grids = {p: t[:distinct][at.to(t.device)].reshape(n, COLUMNS) for p, t in tiled.items()}
+        made.append((f"transposed length {n} ({n} x {COLUMNS}, columns of {n} in memory)", COLUMNS * n,
+                     {p: transposed(g) for p, g in grids.items()}, True))
+        if len(grids) > 1:
+            made.append((f"length {n} ({n} x {COLUMNS}) with {first} transposed, the others contiguous", COLUMNS * n,
+                         {p: transposed(g) if p == first else placed(g) for p, g in grids.items()}, True))
+    return [(label, count, {**T, **kept}, form) for label, count, T, form in made]
+
+
 def main():
     T = tensors()
-    print("torchsleuth repro: an element's result must not depend on the tensor's length or where it starts")
+    print("torchsleuth repro: an element's result must not depend on the tensor's length, where it starts or its layout")
     print("call:", CALL)
     describe(T)
     tiled, kept, distinct = tiles(T, max(LENGTHS))
     alone = [leaves(call({**{p: placed(t[j:j + 1]) for p, t in tiled.items()}, **kept})) for j in range(distinct)]
     reference = [(path, torch.cat([a[i][1].reshape(-1) for a in alone])) for i, (path, _) in enumerate(alone[0])]
-    longest = max(LENGTHS)
-    configurations = [(f"length {n}", n, 0) for n in LENGTHS] + [(f"length {longest} at storage offset {OFFSET}", longest, OFFSET)]
     wrong = []
-    for label, n, offset in configurations:
-        result = leaves(call({**{p: placed(t[:n], offset) for p, t in tiled.items()}, **kept}))
+    for label, n, arguments, form in configurations(tiled, kept, distinct):
+        try:
+            result = leaves(call(arguments))
+        except Exception as e:  # torchsleuth drops a layout form that raises: loud, not this bug
+            if not form:
+                raise
+            print(f"{label}: the call raises ({type(e).__name__}: {e}); not checked")
+            continue
         at = torch.arange(n) % distinct
         for (path, a), (_, values) in zip(result, reference):
+            a = a.reshape(-1)
             e = values[at.to(values.device)]
             bad = disagree(a, e, signed_zero=True)
             if bool(bad.any()):
@@ -117,7 +159,7 @@ def main():
         print("disagrees in:", ", ".join(dict.fromkeys(wrong)))
         print("BUG PRESENT:", SUMMARY)
         return 1
-    print("OK: every element gives the same result at every length and offset as alone")
+    print("OK: every element gives the same result at every length, offset and layout as alone")
     return 0
 '''
 
@@ -196,6 +238,7 @@ def script(finding: Finding, torch_version: str) -> str | None:
     else:
         constants += [
             f"LENGTHS = {lengths.lengths(finding.device)!r}",
+            f"COLUMNS = {lengths.COLUMNS}  # the transposed forms are LENGTH x COLUMNS, column-major",
             f"OFFSET = {layouts.OFFSET}  # a storage offset that breaks vector alignment",
             f"MAX_DISTINCT = {lengths.MAX_DISTINCT}",
             'REFERENCE = "alone (length 1)"',
