@@ -188,6 +188,23 @@ def test_a_compile_that_changes_later_eager_results_is_caught(plant, decompositi
     assert not result.flaky, listing(result)
 
 
+@pytest.mark.parametrize("op, found", [("empty_like", False), ("zeros_like", True)])
+def test_eager_after_is_judged_by_values_only_where_the_result_has_values(op, found, monkeypatch, run_sweep):
+    """Each eager call of the case gets other "memory": garbage for empty_like, a bug for zeros_like."""
+    calls = [0]
+    eager = compiled._eager
+
+    def other_memory_each_call(prepared, tensors):
+        calls[0] += 1
+        return eager(prepared, tensors).fill_(calls[0])
+
+    monkeypatch.setattr(compiled, "_eager", other_memory_each_call)
+    result = run_sweep(config(op, shrink=False))
+    after = [f for f in of_compile(result) if compiled.aspect_of(f) == compiled.AFTER]
+    assert bool(after) == found, listing(result)
+    assert calls[0] >= 2, "eager ran before and after the compile"
+
+
 # --- compiles that raise, and clean ops ---------------------------------------------------------------------
 
 
