@@ -205,6 +205,42 @@ def test_eager_after_is_judged_by_values_only_where_the_result_has_values(op, fo
     assert calls[0] >= 2, "eager ran before and after the compile"
 
 
+SLOW_COMPILE = """
+import time
+import torch
+from torch._inductor import decomposition as table
+
+def _slow(x):
+    time.sleep(12)  # inductor takes 12 s over neg; eager neg stays as fast as ever
+    return NotImplemented
+
+table.decompositions[torch.ops.aten.neg.default] = _slow
+table.fast_random_decomps.cache_clear()
+"""
+
+
+def test_a_compile_case_may_take_several_timeouts(tmp_path, run_sweep):
+    """With --timeout 5 a compile that takes 12 s is no hang: a compile case gets SLOWER times 5 s."""
+    from torchsleuth import deep
+
+    assert deep.slower("neg|functional|float32|cpu|s0|contiguous|@compile") == compiled.SLOWER > 12 / 5
+    assert deep.slower("neg|functional|float32|cpu|s0|contiguous") == deep.slower("neg|functional|float32|cpu|s0|contiguous|@repeat:alpha") == 1
+    plant = tmp_path / "slow_compile.py"
+    plant.write_text(SLOW_COMPILE)
+    result = run_sweep(config("neg", workers=1, timeout=5.0, shrink=False, imports=(str(plant),)))
+    assert result.findings == (), listing(result)
+    assert result.statuses.get("pass", 0) == 2, listing(result)
+
+
+def test_a_hang_in_a_deeper_oracles_case_says_so():
+    from torchsleuth.cases.records import Case
+    from torchsleuth.judge.isolation import isolation_outcome
+
+    case = Case.parse("arange|functional|float32|cuda|s26|contiguous|@compile")
+    finding = isolation_outcome(case, "hang", "no answer after 300 s").findings[0]
+    assert finding.summary == "arange (functional) [float32] hangs on contiguous tensors in the compile oracle's case: no answer after 300 s"
+
+
 # --- compiles that raise, and clean ops ---------------------------------------------------------------------
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from . import _version
+from . import _version, deep
 from .cases import select
 from .cases.records import Case, Unit
 from .config import SweepConfig
@@ -115,7 +115,8 @@ def sweep(config: SweepConfig, *, db: str, progress: Progress | None = None) -> 
         started = time.monotonic()
         pool = None
         if config.workers:  # one pool for the sweep and its shrink stage
-            pool = Pool(_work, _describe, config, workers=config.workers, timeout=config.timeout, threads=config.threads, log=worker_log(store.path))
+            pool = Pool(_work, _describe, config, workers=config.workers, timeout=config.timeout, threads=config.threads, log=worker_log(store.path),
+                        slower=deep.slower)
         try:
             _execute(config, store, run, todo, progress, pool)
             if config.shrink:
@@ -184,7 +185,8 @@ def shrink_run(config: SweepConfig, store: Store, run_id: int, progress: Progres
     step = getattr(progress, "step", None)
     own = pool is None and config.workers > 0
     if own:
-        pool = Pool(_work, _describe, config, workers=config.workers, timeout=config.timeout, threads=config.threads, log=worker_log(store.path))
+        pool = Pool(_work, _describe, config, workers=config.workers, timeout=config.timeout, threads=config.threads, log=worker_log(store.path),
+                        slower=deep.slower)
     try:
         stage.shrink_findings(config, store, run_id, step=step, pool=pool)
         findings, groups = grouping.of_run(store, run_id)

@@ -99,6 +99,15 @@ def cases_for(oracles: tuple[str, ...], unit: Unit, variant: str, sample: int) -
     return cases
 
 
+def slower(case_id: str) -> float:
+    """How many of the sweep's timeouts a case may take: its oracle's ``SLOWER`` (a compile: inductor's
+    code generation and kernel builds), 1 for every other case."""
+    oracle = case_id.rpartition("|@")[2] if "|@" in case_id else ""
+    if oracle.split(":", 1)[0] not in ORACLES:
+        return 1.0
+    return float(getattr(module(oracle), "SLOWER", 1))
+
+
 def run(subject: Subject) -> Outcome:
     return module(subject.case.oracle).run(subject)
 

@@ -14,6 +14,8 @@ def isolation_outcome(case: Case, kind: str, detail: str, call: CallSpec | None 
     digest = hashlib.sha256(f"{case.id}|{kind}|isolation".encode()).hexdigest()[:10]
     what = "crashes" if kind == "crash" else "hangs"
     placed = ", ".join(f"{layout} {path}" for path, layout in case.layouts) or "contiguous tensors"
+    if case.oracle:  # a deeper oracle's case makes calls of its own (a compile, a peer process, a large probe)
+        placed += f" in the {case.oracle.split(':', 1)[0]} oracle's case"
     finding = Finding(
         id=f"f-{digest}", kind=kind, op=case.op, opinfo=case.op, variant=case.variant, dtype=case.dtype,
         device=case.device, reference="isolation", case_id=case.id, layouts=case.layouts,

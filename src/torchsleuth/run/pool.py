@@ -108,9 +108,11 @@ class Callbacks:
 
 
 class Pool:
-    def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1, log: str | None = None):
+    def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1, log: str | None = None,
+                 slower: Callable[[str], float] = lambda case_id: 1.0):
         self.work, self.describe, self.config, self.log = work, describe, config, log
         self.workers, self.timeout, self.threads = max(1, workers), timeout, threads
+        self.slower = slower  # a case id -> how many timeouts it may take (a compile takes longer than a call)
         self.context = multiprocessing.get_context("spawn")
         self.slots: list[_Slot] = []
 
@@ -137,9 +139,10 @@ class Pool:
                     elif time.monotonic() - slot.since > self.timeout and slot.describing is not None:
                         self._kill(slot)
                         self._described(slot, None)
-                    elif slot.in_flight is not None and time.monotonic() - slot.since > self.timeout:
+                    elif slot.in_flight is not None and time.monotonic() - slot.since > self._limit(slot):
+                        limit = self._limit(slot)
                         self._kill(slot)
-                        self._case_failed(slot, "hang", f"no answer after {self.timeout:g} s")
+                        self._case_failed(slot, "hang", f"no answer after {limit:g} s")
         except BaseException:
             self.close()
             raise
@@ -170,9 +173,13 @@ class Pool:
     def _send_run(self, slot: _Slot, only: str | None = None) -> None:
         slot.conn.send(("run", slot.unit, slot.skip, only))
 
+    def _limit(self, slot: _Slot) -> float:
+        """Seconds the slot's case in flight may take."""
+        return self.timeout * self.slower(slot.in_flight)
+
     def _wait_time(self, busy: list[_Slot]) -> float:
         now = time.monotonic()
-        left = [self.timeout - (now - slot.since) for slot in busy if slot.in_flight is not None]
+        left = [self._limit(slot) - (now - slot.since) for slot in busy if slot.in_flight is not None]
         return max(0.05, min(left)) if left else 1.0
 
     def _next_unit(self, slot: _Slot) -> None:
