@@ -178,6 +178,26 @@ def test_all_oracles_are_every_one_but_the_large_probes():
     assert select.resolve_oracles("large, sizes") == ("large", "sizes") and select.resolve_oracles(None) == ()
 
 
+@pytest.mark.parametrize("value, oracle", [("all", "large"), ("rows,index", "large:rows,index"), ("length", "large:length")])
+def test_large_takes_the_forms_to_probe(value, oracle):
+    import argparse
+
+    from torchsleuth.cli import ops
+
+    args = argparse.Namespace(compile=False, large=value, cpu_capabilities=None)
+    assert ops._deep_flags(args, (), "cpu") == (oracle,)
+
+
+def test_an_unknown_large_form_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    from torchsleuth.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["ops", "--ops", "softmax", "--large", "rows,bogus"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown --large form 'bogus'; known: elements, length, rows, index" in err[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_ops_help_lists_every_layout_and_variant(quick):
     result = quick["ops --help"].result
     assert result.returncode == 0, result.stderr

@@ -4,7 +4,10 @@ The real boundaries (2^31 and 2^32 elements, 2^31 bytes) need gigabytes; the
 tests move them down to 2^16 and 2^17 (``large.BOUNDS``), which exercises
 the same tiling, positions and judging, and plant a kernel whose offsets
 wrap at the lower one: past it, each element is read from the element
-2^16 before. The real sizes ran on an H200 and are recorded in bench/.
+2^16 before (``neg``; ``index_select`` and ``index_copy_`` for the indexing
+probes). The rows probes (65535 to 65537 rows) are small enough to run for
+real, against a ``_softmax`` that never computes the rows past 65535. The
+real sizes ran on an H200 and are recorded in bench/.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import pytest
 import torch
 
 from torchsleuth import SweepConfig, resolve_ops
-from torchsleuth.deep import large
+from torchsleuth.deep import large, large_index
+from torchsleuth.errors import UsageError
 from torchsleuth.report import repro
 
 WRAP = 1 << 16
@@ -55,9 +59,9 @@ def small_bounds(monkeypatch):
     monkeypatch.setattr(large, "BOUNDS", (WRAP, 2 * WRAP))
 
 
-def config(ops: str, dtype: str = "float32") -> SweepConfig:
+def config(ops: str, dtype: str = "float32", oracles: tuple[str, ...] = ("large",)) -> SweepConfig:
     return SweepConfig(ops=resolve_ops(ops), dtypes=(dtype,), variants=("functional",), layouts=("contiguous",), samples=2,
-                       workers=0, oracles=("large",), shrink=False)
+                       workers=0, oracles=oracles, shrink=False)
 
 
 def test_the_probes_are_planned_once_per_op_and_dtype_for_pointwise_functional_calls():
@@ -67,7 +71,17 @@ def test_the_probes_are_planned_once_per_op_and_dtype_for_pointwise_functional_c
     assert large.plan(unit, "functional", 0) == ["large:2^31", "large:2^32", "large:bytes"]
     assert large.plan(unit, "functional", 1) == [] and large.plan(unit, "inplace", 0) == []
     assert large.plan(Unit(op="neg", dtype="int8", device="cpu"), "functional", 0) == ["large:2^31", "large:2^32"]  # bytes = elements
-    assert large.plan(Unit(op="linalg.svd", dtype="float32", device="cpu"), "functional", 0) == []
+    rows = ["large:rows=65535", "large:rows=65536", "large:rows=65537"]
+    assert large.plan(Unit(op="linalg.svd", dtype="float32", device="cpu"), "functional", 0) == rows  # neither pointwise nor a reduction
+    assert large.plan(Unit(op="softmax", dtype="float32", device="cpu"), "functional", 0) == rows
+    assert large.plan(Unit(op="sum", dtype="float32", device="cpu"), "functional", 0) == [f"large:length={n}" for n in large.REDUCTION_LENGTHS]
+    index = ["large:index=2^31", "large:index=2^32", "large:index=bytes"]
+    assert large.plan(Unit(op="index_select", dtype="float32", device="cpu"), "functional", 0) == rows + index
+    assert large.plan(Unit(op="index_select", dtype="float32", device="cpu"), "functional", 0, "index") == index
+    assert large.plan(Unit(op="index_add", dtype="int8", device="cpu"), "functional", 0, "index") == index[:2]  # bytes = elements
+    assert large.plan(Unit(op="take", dtype="bool", device="cpu"), "functional", 0, "index") == []  # two values: a misread may hold the right one
+    with pytest.raises(UsageError, match="known: elements, length, rows, index"):
+        large.plan(unit, "functional", 0, "rows,columns")
 
 
 def test_positions_read_both_sides_of_every_boundary_and_the_ends():
@@ -146,3 +160,212 @@ def test_real_reductions_stay_clean_over_long_rows(run_sweep):
     result = run_sweep(config("sum,mean,amax,argmax,logsumexp,var"))
     assert not result.findings, [f.summary for f in result.findings]
     assert result.statuses.get("pass", 0) >= 30 and "error" not in result.statuses, result.reasons
+
+
+# --- rows: dim 0 tiled to 65535, 65536, 65537 ---------------------------------------------------
+
+
+def softmax_dropping_rows_past_65535(self, dim, half_to_float):
+    """softmax through other kernels that, in float32, never computes the rows past the 65535th (a grid's y stops there)."""
+    out = (self - self.amax(dim, keepdim=True)).exp()
+    out = out / out.sum(dim, keepdim=True)
+    if self.dtype == torch.float32 and self.dim() >= 2 and self.shape[0] > 65535:
+        out[65535:] = 0  # the bug
+    return out
+
+
+SOFTMAX_PLANT = """
+import warnings
+import torch
+
+_lib = torch.library.Library("aten", "IMPL")
+
+
+def _softmax(self, dim, half_to_float):
+    out = (self - self.amax(dim, keepdim=True)).exp()
+    out = out / out.sum(dim, keepdim=True)
+    if self.dtype == torch.float32 and self.dim() >= 2 and self.shape[0] > 65535:
+        out[65535:] = 0
+    return out
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    _lib.impl("_softmax", _softmax, "CPU")
+"""
+
+
+def test_an_op_wrong_past_65535_rows_is_found_on_the_stretched_case_naming_the_row_count(plant, run_sweep):
+    plant("_softmax", softmax_dropping_rows_past_65535)
+    result = run_sweep(config("softmax", oracles=("large:rows",)))
+    found = [f for f in result.findings if f.op == "aten._softmax.default"]
+    assert found, result.reasons
+    # judged as any case is, on a sample with dim 0 of its input tiled: the precision reference
+    assert all(f.kind == "mismatch" and f.reference == "precision" and "|dim:input@0>" in f.case_id for f in found), [f.case_id for f in found]
+    assert {int(f.case_id.rsplit(">", 1)[1]) for f in found} == {65536, 65537}  # 65535 rows are right
+    assert all(f.mismatch.worst_index[0] >= 65535 for f in found), [f.mismatch.describe() for f in found]
+
+
+def test_real_ops_stay_clean_over_65537_rows():
+    from torchsleuth.cases.records import Case
+    from torchsleuth.engine import run_case
+
+    for op in ("softmax", "log_softmax", "cumsum", "sort", "topk", "index_select", "nn.functional.embedding", "nn.functional.layer_norm"):
+        outcome = run_case(Case(op=op, variant="functional", dtype="float32", device="cpu", sample=0, oracle="large:rows=65537"))
+        assert outcome.status == "pass" and "@0>65537" in outcome.reason, (op, outcome.reason, [f.summary for f in outcome.findings])
+
+
+def test_rows_that_are_not_independent_are_not_stretched():
+    """cov and pdist grow with the square of the rows (2^32 elements at 65536), softmax along dim 0 is a long reduction."""
+    from torchsleuth.cases.records import Case
+    from torchsleuth.engine import run_case
+
+    for op in ("cov", "nn.functional.pdist"):
+        outcome = run_case(Case(op=op, variant="functional", dtype="float32", device="cpu", sample=0, oracle="large:rows=65536"))
+        assert outcome.status == "skip" and "not its result tiled likewise" in outcome.reason, (op, outcome.reason)
+    outcome = run_case(Case(op="softmax", variant="functional", dtype="float32", device="cpu", sample=0, oracle="large:rows=65536"))
+    sample = int(outcome.reason.split("|s", 1)[1].split("|", 1)[0])
+    from torchsleuth.engine import samples_of
+
+    assert outcome.status == "pass" and samples_of("softmax", "float32")[sample].args[0] % 2 == 1  # along dim 1, not 0
+
+
+def softmax_off_everywhere_in_float32(self, dim, half_to_float):
+    """softmax a thousandth too large in float32 at every size: the sample's own bug, not the row count's."""
+    out = (self - self.amax(dim, keepdim=True)).exp()
+    out = out / out.sum(dim, keepdim=True)
+    return out * 1.001 if self.dtype == torch.float32 else out
+
+
+def test_a_finding_that_every_row_shares_with_the_sample_is_not_the_row_counts(plant):
+    from torchsleuth.cases.records import Case
+    from torchsleuth.engine import run_case
+
+    plant("_softmax", softmax_off_everywhere_in_float32)
+    stretched = run_case(Case.parse("softmax|functional|float32|cpu|s2|contiguous|dim:input@0>65536"))
+    assert stretched.findings, stretched.reason  # the judge sees it on the stretched case ...
+    outcome = run_case(Case(op="softmax", variant="functional", dtype="float32", device="cpu", sample=0, oracle="large:rows=65536"))
+    assert outcome.status == "pass" and "does not come from the row count" in outcome.reason, outcome.reason  # ... but not past row 65535
+
+
+def test_a_crash_in_the_oracles_own_calls_gets_a_script_that_says_so():
+    from torchsleuth.judge.records import Finding
+
+    finding = Finding(id="f-0", kind="crash", op="lu_unpack", opinfo="lu_unpack", variant="functional", dtype="float32", device="cpu",
+                      reference="isolation", case_id="lu_unpack|functional|float32|cpu|s0|contiguous|@large:rows=65535", layouts=(),
+                      summary="lu_unpack crashes", mismatch=None, call=None, detail="the worker died of SIGABRT")
+    text = repro.script(finding)
+    assert "--workers 1" in text and "dim 0 doubled" in text and "sys.exit(2)" in text
+
+
+def test_the_repro_of_a_rows_finding_exits_1_with_the_plant_and_0_without(plant, tmp_path):
+    from torchsleuth.cases.records import Case
+    from torchsleuth.engine import run_case
+
+    plant("_softmax", softmax_dropping_rows_past_65535)
+    outcome = run_case(Case(op="softmax", variant="functional", dtype="float32", device="cpu", sample=0, oracle="large:rows=65536"))
+    assert outcome.findings, outcome.reason
+    assert_repro(tmp_path, repro.script(outcome.findings[0]), SOFTMAX_PLANT)
+
+
+def assert_repro(tmp_path, text: str, plant_source: str) -> None:
+    clean, planted = tmp_path / "clean.py", tmp_path / "planted.py"
+    clean.write_text(text)
+    planted.write_text(plant_source + "\n" + text)
+    runs = {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted)}
+    assert runs["planted.py"].returncode == 1 and "BUG PRESENT" in runs["planted.py"].stdout, runs["planted.py"].stdout + runs["planted.py"].stderr
+    assert runs["clean.py"].returncode == 0, runs["clean.py"].stdout + runs["clean.py"].stderr
+
+
+# --- indexing: gathers and scatters over tensors past the boundaries --------------------------------
+
+
+def index_select_wrapping_past(self, dim, index):
+    """index_select through x[idx] (another kernel) whose offsets, on a tensor past 2^16 elements, wrap at 2^16."""
+    index = index.reshape(-1)
+    if self.numel() > WRAP:
+        index = torch.where(index >= WRAP, index - WRAP, index)  # the bug
+    if self.dim() == 0:
+        return self.reshape(1)[index].reshape(())
+    return self.movedim(dim, 0)[index].movedim(0, dim).contiguous()
+
+
+def index_copy_wrapping_past(self, dim, index, source):
+    """index_copy_ through index_put_ whose offsets, on a tensor past 2^16 elements, wrap at 2^16."""
+    if self.numel() > WRAP:
+        index = torch.where(index >= WRAP, index - WRAP, index)  # the bug
+    if self.dim() == 0:
+        return self.copy_(source.reshape(()))
+    self.movedim(dim, 0).index_put_((index,), source.movedim(dim, 0) if source.dim() else source)
+    return self
+
+
+INDEX_SELECT_PLANT = f"""
+import warnings
+import torch
+
+_lib = torch.library.Library("aten", "IMPL")
+
+
+def _index_select(self, dim, index):
+    index = index.reshape(-1)
+    if self.numel() > {WRAP}:
+        index = torch.where(index >= {WRAP}, index - {WRAP}, index)
+    return self.movedim(dim, 0)[index].movedim(0, dim).contiguous()
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    _lib.impl("index_select", _index_select, "CPU")
+"""
+
+
+def test_a_gather_whose_offsets_wrap_is_found_naming_the_op_and_the_boundary(plant, run_sweep, small_bounds):
+    plant("index_select", index_select_wrapping_past)
+    result = run_sweep(config("index_select", oracles=("large:index",)))
+    found = {f.case_id.rsplit("@", 1)[1]: f for f in result.findings if f.kind == "large_size"}
+    assert set(found) == {"large:index=2^31", "large:index=2^32"}, result.reasons  # the bytes probe has 2^14 elements
+    f = found["large:index=2^31"]
+    assert f.op == "aten.index_select.default" and f.reference == "large" and f.opinfo == "index_select"
+    assert "past 2^31 elements" in f.summary and "index_select" in f.summary and f.mismatch.worst_index[0] >= WRAP, f.summary
+    assert "past 2^32 elements" in found["large:index=2^32"].summary
+
+
+def test_a_scatter_whose_offsets_wrap_is_found(plant, run_sweep, small_bounds):
+    plant("index_copy_", index_copy_wrapping_past)
+    result = run_sweep(config("index_copy", oracles=("large:index",)))
+    found = [f for f in result.findings if f.case_id.endswith("@large:index=2^31")]
+    assert found and found[0].op == "aten.index_copy_.default" and found[0].kind == "large_size", result.reasons
+    assert "past 2^31 elements" in found[0].summary and found[0].mismatch.worst_index[0] >= WRAP, found[0].summary
+
+
+def test_real_indexing_kernels_are_clean_past_the_boundaries(small_bounds):
+    from torchsleuth.cases.records import Case, Unit
+    from torchsleuth.engine import run_case
+
+    for op in large_index.FORMS:
+        for dtype in ("float32", "bfloat16", "int8"):
+            for probe in large.plan(Unit(op=op, dtype=dtype, device="cpu"), "functional", 0, "index"):
+                outcome = run_case(Case(op=op, variant="functional", dtype=dtype, device="cpu", sample=0, oracle=probe))
+                if op == "nn.functional.embedding" and dtype == "int8":
+                    assert outcome.status == "skip", outcome.reason  # no such dtype: the op's own skip
+                    continue
+                assert outcome.status == "pass" and "positions checked" in outcome.reason, (op, dtype, probe, outcome.reason,
+                                                                                            [f.summary for f in outcome.findings])
+
+
+def test_an_index_probe_that_does_not_fit_in_memory_is_skipped_saying_how_much_it_needed(monkeypatch, run_sweep):
+    monkeypatch.setattr(large, "_free_bytes", lambda device: 1 << 30)
+    result = run_sweep(config("take", oracles=("large:index",)))
+    skipped = sum(count for reason, count in result.reasons.get("skip", {}).items() if "GiB" in reason and "free on cpu" in reason)
+    assert not result.findings and skipped == 3, result.reasons
+
+
+def test_the_repro_of_an_index_finding_exits_1_with_the_plant_and_0_without(plant, tmp_path, small_bounds):
+    from torchsleuth.cases.records import Case
+    from torchsleuth.engine import run_case
+
+    plant("index_select", index_select_wrapping_past)
+    outcome = run_case(Case(op="index_select", variant="functional", dtype="float32", device="cpu", sample=0, oracle="large:index=2^31"))
+    assert outcome.findings, outcome.reason
+    assert_repro(tmp_path, repro.script(outcome.findings[0]), INDEX_SELECT_PLANT)

@@ -73,9 +73,11 @@ def add_parser(commands) -> None:
     p.add_argument("--compile", action="store_true",
                    help="also run each sample's contiguous functional call through torch.compile (inductor) and judge "
                         "it against eager, and eager after the compile against eager before (the compile oracle)")
-    p.add_argument("--large", action="store_true",
-                   help="also probe pointwise ops past 2^31 and 2^32 elements and 2^31 bytes (the large oracle); "
-                        "each probe first checks the device has the memory, else it is skipped saying how much it needs")
+    p.add_argument("--large", nargs="?", const="all", metavar="FORMS",
+                   help="also run the large oracle: pointwise ops (elements) and gathers and scatters (index) past 2^31 "
+                        "and 2^32 elements and 2^31 bytes, reductions over 32767..65537 elements (length), other ops "
+                        "over 65535..65537 rows (rows); FORMS picks among elements, length, rows, index (default all); "
+                        "each big probe first checks the device has the memory, else it is skipped saying how much it needs")
     p.add_argument("--list", action="store_true", help="list the ops that --ops selects, with variants and dtypes, and exit")
     p.add_argument("--no-shrink", action="store_true",
                    help="report findings as found: no replay, shrinking or diagnosis after the sweep")
@@ -114,7 +116,7 @@ def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
     if args.compile and "compile" not in oracles:
         oracles += ("compile",)
     if args.large and "large" not in oracles:
-        oracles += ("large",)
+        oracles += ("large",) if args.large == "all" else (_large_forms(args.large),)
     if args.cpu_capabilities is None and "capability" not in oracles:
         return oracles
     from ..deep import capability
@@ -123,6 +125,17 @@ def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
         raise UsageError(f"the capability oracle compares the CPU's kernels; it cannot run with --device {device}")
     chosen = "capability:" + ",".join(capability.resolve(args.cpu_capabilities))  # checked here, carried in the config
     return (*(o for o in oracles if o != "capability"), chosen)
+
+
+def _large_forms(text: str) -> str:
+    """``--large rows,index``: the large oracle with those forms only (checked here, carried in the oracle's name)."""
+    from ..deep.large import FORMS
+
+    forms = [f.strip() for f in text.split(",") if f.strip()]
+    unknown = [f for f in forms if f not in FORMS]
+    if unknown or not forms:
+        raise UsageError(f"unknown --large form {', '.join(map(repr, unknown)) or repr(text)}; known: {', '.join(FORMS)}")
+    return "large:" + ",".join(forms)
 
 
 def writable_outputs(out: Path, json_path: str | None, junit_path: str | None = None) -> None:
