@@ -1,7 +1,7 @@
 #!/bin/bash
 # Device call 2 of the 2026-11-30 session (1x H200, torch 2.11): the compile hangs of batch 4
 # replayed with stacks dumped; sizes (with its layout forms) and repeat over the ufuncs and
-# reductions on CUDA; the large oracle's reductions, rows and indexing probes on CUDA.
+# reductions on CUDA; the large oracle's long reductions on CUDA (LARGE_OPS: other ops).
 set -u
 OUT=${1:?out dir}
 W=/tmp/batch5; mkdir -p $W
