@@ -230,6 +230,19 @@ def test_rows_that_are_not_independent_are_not_stretched():
     assert outcome.status == "pass" and samples_of("softmax", "float32")[sample].args[0] % 2 == 1  # along dim 1, not 0
 
 
+def test_rows_that_a_copy_of_themselves_cannot_tell_apart_are_not_taken_for_independent():
+    """Batch norm in training normalises by every row's statistics: rows twice over give its result twice over, but
+    rows with other values beside them do not; its training sample (s0) is passed over for an evaluation one."""
+    from torchsleuth.cases.records import Case
+    from torchsleuth.engine import run_case, samples_of
+
+    case = Case(op="nn.functional.batch_norm", variant="functional", dtype="float32", device="cpu", sample=0, oracle="large:rows=65535")
+    outcome = run_case(case)
+    sample = int(outcome.reason.split("|s", 1)[1].split("|", 1)[0])
+    assert samples_of("nn.functional.batch_norm", "float32")[0].kwargs["training"]
+    assert outcome.status == "pass" and not samples_of("nn.functional.batch_norm", "float32")[sample].kwargs.get("training"), outcome.reason
+
+
 def softmax_off_everywhere_in_float32(self, dim, half_to_float):
     """softmax a thousandth too large in float32 at every size: the sample's own bug, not the row count's."""
     out = (self - self.amax(dim, keepdim=True)).exp()

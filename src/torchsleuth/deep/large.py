@@ -50,7 +50,10 @@ attention's query, key and value), else alone. The tensor is the first,
 in call order, of the case's sample (else of the op's other samples)
 whose dim 0 is a batch of independent rows, as two small calls tell: with
 that dim doubled (its rows twice over) the call gives each result twice
-over along its dim 0, within tolerance. That rules out a dim tied to an
+over along its dim 0, within tolerance, and with the copy's floating
+values changed its first half still gives the sample's results (rows twice
+over leave batch norm's training statistics as they were; other rows beside
+them do not). That rules out a dim tied to an
 argument not tiled with it (layer_norm's normalized shape), an op working
 along it (softmax along dim 0 is a long reduction, whose length the
 tolerance rule does not know; an SVD, whose rows mix), a result that
@@ -122,6 +125,9 @@ HEADROOM = 1.5  # the estimate times this must fit in free memory
 # Lengths a reduction's largest dim is stretched to, and the most elements that may make.
 REDUCTION_LENGTHS = (32767, 32768, 32769, 65535, 65536, 65537)
 MAX_STRETCHED = 1 << 22
+# A case of this oracle may take this many of the sweep's --timeout: it moves gigabytes, or makes 65536
+# rows of a batched linalg op (on the H200, linalg.eig and ldl_factor over 65535 matrices passed 60 s).
+SLOWER = 5
 # Rows a tensor's dim 0 is tiled to (CUDA's grid y and z stop at 65535).
 ROW_COUNTS = (65535, 65536, 65537)
 _PROBED = frozenset({"UnaryUfuncInfo", "BinaryUfuncInfo", "ReductionOpInfo"})  # ops that have probes of their own
@@ -291,6 +297,35 @@ def _rows_differ(case, subject, sample, paths: tuple[str, ...], x: torch.Tensor,
                 or cmp.compare_leaf(result, a, e.repeat(-(-a.shape[0] // e.shape[0]), *[1] * (e.dim() - 1))[:a.shape[0]],
                                     tolerance=tolerance) is not None:
             return f"{result} is not its result tiled likewise (its rows are not independent)"
+    if rows == 2 * x.shape[0]:
+        return _copy_changes_first(plain, subject, tiled, paths, x.shape[0], once, tolerance)
+    return ""
+
+
+def _copy_changes_first(plain, subject, tiled, paths, n: int, once, tolerance) -> str:
+    """Whether changing the second copy's values changes the first copy's results ("" if not).
+
+    Rows twice over can give each result twice over and still not be
+    independent: batch norm in training normalises by statistics over every
+    row, which a copy of the same rows leaves as they were. With the copy's
+    floating values changed, independent rows keep the first copy's results.
+    """
+    changed = False
+    with torch.no_grad():
+        for path in paths:
+            t = edits.tensors(tiled)[path]
+            if t.is_floating_point() or t.is_complex():
+                t[n:] = t[n:] * 2 + 1
+                changed = True
+    if not changed:
+        return ""
+    try:
+        many = calls.leaves(calls.run(call.prepare(plain, subject.function, tiled)))
+    except Exception as e:
+        return f"the call raises with other values in its rows ({one_line(e)})"
+    for (result, a), (_, e) in zip(many, once):
+        if cmp.compare_leaf(result, a[:e.shape[0]], e, tolerance=tolerance) is not None:
+            return f"{result} of the first rows changes with the values of the others (its rows are not independent)"
     return ""
 
 
