@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from torchsleuth import SweepConfig, resolve_ops
-from torchsleuth.deep import large, large_index
+from torchsleuth.deep import large, large_index, stretched
 from torchsleuth.errors import UsageError
 from torchsleuth.report import repro
 
@@ -74,7 +74,7 @@ def test_the_probes_are_planned_once_per_op_and_dtype_for_pointwise_functional_c
     rows = ["large:rows=65535", "large:rows=65536", "large:rows=65537"]
     assert large.plan(Unit(op="linalg.svd", dtype="float32", device="cpu"), "functional", 0) == rows  # neither pointwise nor a reduction
     assert large.plan(Unit(op="softmax", dtype="float32", device="cpu"), "functional", 0) == rows
-    assert large.plan(Unit(op="sum", dtype="float32", device="cpu"), "functional", 0) == [f"large:length={n}" for n in large.REDUCTION_LENGTHS]
+    assert large.plan(Unit(op="sum", dtype="float32", device="cpu"), "functional", 0) == [f"large:length={n}" for n in stretched.REDUCTION_LENGTHS]
     index = ["large:index=2^31", "large:index=2^32", "large:index=bytes"]
     assert large.plan(Unit(op="index_select", dtype="float32", device="cpu"), "functional", 0) == rows + index
     assert large.plan(Unit(op="index_select", dtype="float32", device="cpu"), "functional", 0, "index") == index
@@ -153,7 +153,7 @@ def test_a_reduction_that_loses_elements_past_32768_is_found_on_the_stretched_ca
     # judged as any case is, on the sample with its input's longest dim tiled: the precision reference
     assert f.kind == "mismatch" and f.reference == "precision" and "|dim:input@" in f.case_id, (f.kind, f.reference, f.case_id)
     lengths = {int(g.case_id.rsplit(">", 1)[1]) for g in found}
-    assert lengths <= set(large.REDUCTION_LENGTHS) and max(lengths) > 32768
+    assert lengths <= set(stretched.REDUCTION_LENGTHS) and max(lengths) > 32768
 
 
 def test_real_reductions_stay_clean_over_long_rows(run_sweep):
