@@ -28,7 +28,8 @@ import torch
 from ..cases.records import Case
 from ..judge import compare as cmp
 from ..judge.context import Context
-from ..judge.records import Finding, Mismatch
+from ..judge.oracles import one_line
+from ..judge.records import Finding, Mismatch, Outcome
 from ..run import call, tree
 from ..run.evidence import Evidence
 from ..run.facts import facts as read_facts
@@ -38,6 +39,19 @@ from ..run.references import References
 def plain(case: Case) -> Case:
     """The case's call as the main sweep makes it: contiguous tensors, no oracle."""
     return dataclasses.replace(case, layouts=(), oracle="")
+
+
+def base(subject) -> tuple[References | None, Outcome | None]:
+    """The case's base references; or None and the case's ``raised`` outcome when its contiguous call raised, or
+    its sample's tensors cannot even be made (a sparse layout, say)."""
+    try:
+        refs = subject.base()
+        error = None if refs.contiguous.ok else refs.contiguous.error
+    except Exception as e:
+        refs, error = None, getattr(e, "error", e)
+    if error is None:
+        return refs, None
+    return None, Outcome(case=subject.case, status="raised", reason="the contiguous reference raised: " + one_line(error))
 
 
 def with_tensors(prepared: call.Prepared, tensors: tree.Tensors, *, args=None, kwargs=None) -> call.Prepared:

@@ -138,14 +138,10 @@ def run(subject) -> Outcome:
     case = subject.case
     if case.layouts or case.variant != "functional":
         return Outcome(case=case, status="skip", reason="the sizes oracle lays out its own tensors (functional, contiguous cases only)")
-    try:
-        refs = subject.base()
-        prepared = call.prepare(calls.plain(case), subject.function, subject.sample)
-        error = None if refs.contiguous.ok else refs.contiguous.error
-    except Exception as e:  # the sample's tensors cannot even be made (a sparse layout, say)
-        error = getattr(e, "error", e)
-    if error is not None:
-        return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(error))
+    refs, raised = calls.base(subject)
+    if raised is not None:
+        return raised
+    prepared = call.prepare(calls.plain(case), subject.function, subject.sample)
     kind = _kind(refs.trace, subject.entry)
     if kind not in ("pointwise", "reduction"):
         return Outcome(case=case, status="skip", reason=kind)

@@ -34,13 +34,9 @@ ROW_COUNTS = (65535, 65536, 65537)
 
 def rows(case, subject, rows: int) -> Outcome:
     """The case with ``rows`` rows, for an op the trace says is neither pointwise, random nor views only."""
-    try:
-        refs = subject.base()
-        error = None if refs.contiguous.ok else refs.contiguous.error
-    except Exception as e:  # the sample's tensors cannot even be made (a sparse layout, say)
-        error = getattr(e, "error", e)
-    if error is not None:
-        return Outcome(case=case, status="raised", reason="the contiguous reference raised: " + one_line(error))
+    refs, raised = calls.base(subject)
+    if raised is not None:
+        return raised
     kind = _kind(refs.trace, subject.entry)
     if kind == "pointwise":
         return Outcome(case=case, status="skip", reason="pointwise: the element probes (large:2^31, ...) take pointwise ops")
