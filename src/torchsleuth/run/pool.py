@@ -93,6 +93,7 @@ class _Slot:
     skip: set = field(default_factory=set)
     in_flight: str | None = None  # case id begun and not finished
     since: float = 0.0
+    limit: float = 0.0  # seconds the case in flight may take
     setup_failures: int = 0
     replaying: str | None = None  # case id being replayed alone after a failure
     describing: tuple | None = None  # (case_id, kind, how) waiting for its description
@@ -139,10 +140,9 @@ class Pool:
                     elif time.monotonic() - slot.since > self.timeout and slot.describing is not None:
                         self._kill(slot)
                         self._described(slot, None)
-                    elif slot.in_flight is not None and time.monotonic() - slot.since > self._limit(slot):
-                        limit = self._limit(slot)
+                    elif slot.in_flight is not None and time.monotonic() - slot.since > slot.limit:
                         self._kill(slot)
-                        self._case_failed(slot, "hang", f"no answer after {limit:g} s")
+                        self._case_failed(slot, "hang", f"no answer after {slot.limit:g} s")
         except BaseException:
             self.close()
             raise
@@ -173,13 +173,9 @@ class Pool:
     def _send_run(self, slot: _Slot, only: str | None = None) -> None:
         slot.conn.send(("run", slot.unit, slot.skip, only))
 
-    def _limit(self, slot: _Slot) -> float:
-        """Seconds the slot's case in flight may take."""
-        return self.timeout * self.slower(slot.in_flight)
-
     def _wait_time(self, busy: list[_Slot]) -> float:
         now = time.monotonic()
-        left = [self._limit(slot) - (now - slot.since) for slot in busy if slot.in_flight is not None]
+        left = [slot.limit - (now - slot.since) for slot in busy if slot.in_flight is not None]
         return max(0.05, min(left)) if left else 1.0
 
     def _next_unit(self, slot: _Slot) -> None:
@@ -203,6 +199,7 @@ class Pool:
                 return self._died(slot)
             if kind == "begin":
                 slot.in_flight, slot.since = payload, time.monotonic()
+                slot.limit = self.timeout * self.slower(payload)
             elif kind == "outcome":
                 slot.skip.add(slot.in_flight)
                 slot.in_flight = None
