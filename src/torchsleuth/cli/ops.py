@@ -129,13 +129,9 @@ def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
 
 def _large_forms(text: str) -> str:
     """``--large rows,index``: the large oracle with those forms only (checked here, carried in the oracle's name)."""
-    from ..deep.large import FORMS
+    from ..deep.large import chosen_forms
 
-    forms = [f.strip() for f in text.split(",") if f.strip()]
-    unknown = [f for f in forms if f not in FORMS]
-    if unknown or not forms:
-        raise UsageError(f"unknown --large form {', '.join(map(repr, unknown)) or repr(text)}; known: {', '.join(FORMS)}")
-    return "large:" + ",".join(forms)
+    return "large:" + ",".join(chosen_forms(text, "--large form"))
 
 
 def writable_outputs(out: Path, json_path: str | None, junit_path: str | None = None) -> None:

@@ -129,11 +129,18 @@ _PROBED = frozenset({"UnaryUfuncInfo", "BinaryUfuncInfo", "ReductionOpInfo"})  #
 FORMS = ("elements", "length", "rows", "index")
 
 
+def chosen_forms(text: str, what: str = "large probe form") -> tuple[str, ...]:
+    """The forms named in ``text`` ("rows,index"), checked against FORMS."""
+    forms = tuple(f.strip() for f in text.split(",") if f.strip())
+    unknown = [f for f in forms if f not in FORMS]
+    if unknown or not forms:
+        raise UsageError(f"unknown {what} {', '.join(map(repr, unknown)) or repr(text)}; known: {', '.join(FORMS)}")
+    return forms
+
+
 def plan(unit, variant: str, sample: int, forms: str = "") -> list[str]:
     """The probes of one unit; ``forms`` (the oracle's option, ``large:rows,index``) picks among FORMS, default all."""
-    chosen = set(forms.split(",")) if forms else set(FORMS)
-    if chosen - set(FORMS):
-        raise UsageError(f"unknown large probe form(s) {', '.join(sorted(chosen - set(FORMS)))}; known: {', '.join(FORMS)}")
+    chosen = chosen_forms(forms) if forms else FORMS
     if variant != "functional" or sample != 0:
         return []
     classes = _classes(opinfo.get(unit.op))
