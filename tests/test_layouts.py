@@ -8,6 +8,7 @@ guard elements are checked element by element.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -343,3 +344,116 @@ def test_is_contiguous_matches_torch_on_empty_shapes():
     for shape in random_shapes(rng, 500, sizes=(0, 1, 2, 3)):
         stride = random_strides(rng, shape)
         assert layouts.is_contiguous(shape, stride) == torch_is_contiguous(shape, stride), (shape, stride)
+
+
+# --- the table: each record says what its layout does, and is all a new layout needs -------
+
+
+def test_the_old_names_are_views_of_the_table():
+    names = tuple(layout.name for layout in layouts.ALL)
+    assert LAYOUTS == names and tuple(layouts.DESCRIPTIONS) == names
+    assert layouts.READ_ONLY == {layout.name for layout in layouts.ALL if layout.read_only}
+    assert layouts.VALUE_CHANGING == {layout.name for layout in layouts.ALL if layout.value_changing}
+    assert layouts.JOINT_ONLY == {layout.name for layout in layouts.ALL if layout.joint_only}
+    assert all(layouts.by_name(name).name == name for name in names)
+    assert layouts.find("diagonal") is None
+
+
+def shows_property(property_class: str, out: torch.Tensor) -> bool:
+    """Whether the laid-out tensor has the property its class names (report.groups groups by it)."""
+    return {
+        "contiguous": out.is_contiguous() and out.storage_offset() == 0,
+        "strides": not out.is_contiguous() or any(st != c for s, st, c in zip(out.shape, out.stride(), layouts.contiguous_strides(out.shape)) if s == 1),
+        "offset": out.is_contiguous() and out.storage_offset() != 0,
+        "stride 0": any(st == 0 and s > 1 for s, st in zip(out.shape, out.stride())),
+        "empty": out.numel() == 0,
+    }[property_class]
+
+
+@pytest.mark.parametrize("layout", [layout.name for layout in layouts.ALL])
+def test_every_record_agrees_with_what_its_layout_does(layout):
+    from torchsleuth.report import groups
+    from torchsleuth.shrink import diagnose
+
+    record = layouts.by_name(layout)
+    assert record.description and record.phrase
+    assert groups.property_class(layout) == record.property and diagnose._phrase(layout) == record.phrase
+    changed_values = tried = 0
+    for shape in SHAPES:
+        t = sample(shape, torch.float32)
+        assert layouts.applies(layout, t) == (layout == layouts.CONTIGUOUS or record.fits(shape)), shape
+        if not layouts.applies(layout, t):
+            continue
+        tried += 1
+        out = layouts.apply(layout, t)
+        where = f"{layout} of {shape}"
+        assert shows_property(record.property, out), where
+        # joint-only layouts change the shape (why they are never given to one argument alone)
+        assert (out.shape != t.shape) == record.joint_only, where
+        changed_values += out.shape != t.shape or not torch.equal(out, t)
+        # read-only layouts are refused for written tensors, and rightly: torch will not write into them
+        assert layouts.applies(layout, t, written=True) != record.read_only, where
+        if record.read_only:
+            with pytest.raises(RuntimeError):
+                out.add_(1)
+        else:
+            out.add_(1)
+    assert tried >= 3, f"{layout}: too few shapes apply"
+    # a layout that keeps values keeps them everywhere; one that changes them does somewhere
+    assert (changed_values > 0) == record.value_changing
+
+
+def transposed_strides(shape):
+    """The last two dims swapped in memory, worked out apart from the layout code."""
+    physical = layouts.contiguous_strides(shape[:-2] + (shape[-1], shape[-2]))
+    return physical[:-2] + (physical[-1], physical[-2])
+
+
+TRANSPOSED_AT_OFFSET = layouts.Layout(
+    name="transposed_offset", description=f"transposed, at storage offset {layouts.OFFSET}",
+    fits=lambda shape: len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1,
+    lay_out=layouts.geometric(transposed_strides, offset=layouts.OFFSET),
+    property="strides at an offset", phrase="transposed at a storage offset",
+)
+
+
+def test_a_layout_only_in_the_table_is_swept(monkeypatch):
+    from torchsleuth.cases import plan, select
+    from torchsleuth.cases.records import Case
+    from torchsleuth.judge.records import Finding, Outcome
+    from torchsleuth.report import groups
+    from torchsleuth.run.records import CallSpec, TensorSpec
+    from torchsleuth.shrink import diagnose
+
+    monkeypatch.setattr(layouts, "ALL", layouts.ALL + (TRANSPOSED_AT_OFFSET,))
+    name = TRANSPOSED_AT_OFFSET.name
+    # chosen by default and by name
+    assert name in select.resolve_layouts(None) and select.resolve_layouts(name) == ("contiguous", name)
+    # laid out as its record says
+    out = layouts.apply(name, torch.arange(6.0).reshape(2, 3))
+    assert out.stride() == (1, 2) and out.storage_offset() == layouts.OFFSET and out.tolist() == [[0, 1, 2], [3, 4, 5]]
+    # planned, alone and jointly, for the tensors it fits only
+    tensors = {"input": torch.zeros(2, 3), "other": torch.zeros(3, 3), "alpha": torch.zeros(3)}
+    planned = {c.layouts for c in plan.cases_for(op="add", variant="inplace", dtype="float32", device="cpu", sample=0,
+                                                 tensors=tensors, layouts=select.resolve_layouts(None), written=frozenset({"input"}))}
+    assert {((p, name),) for p in ("input", "other")} | {(("input", name), ("other", name))} <= planned
+    assert not any(("alpha", name) in layouts_ for layouts_ in planned)
+    # grouped by its property class
+    case = Case(op="add", variant="inplace", dtype="float32", device="cpu", sample=0, layouts=(("input", name),))
+    finding = Finding(id="f-1", kind="dropped_write", op="aten.add_.Tensor", opinfo="add", variant="inplace", dtype="float32",
+                      device="cpu", reference="layout", case_id=case.id, layouts=case.layouts, summary="",
+                      call=CallSpec(function="torch.Tensor.add_", args_src='T["other"]', kwargs_src="", variant="inplace",
+                                    tensors=tuple(TensorSpec(path=p, shape=s, stride=layouts.contiguous_strides(s), storage_offset=0,
+                                                             storage_numel=math.prod(s), dtype="float32", device="cpu", layout="contiguous")
+                                                  for p, s in (("input", (2, 3)), ("other", (2, 3))))))
+    assert groups.triggers(finding) == (("input", "strides at an offset"),)
+    assert groups.group([finding])[0].id != groups.group([dataclasses.replace(finding, case_id=case.id.replace(name, "transposed"))])[0].id
+    # tried as a neighbour in a diagnosis, and named by its phrase: only it fails here
+
+    def run(c: Case) -> Outcome:
+        fails = c.layout_of("input") == name
+        return Outcome(case=c, status="finding" if fails else "pass", findings=(finding,) if fails else ())
+
+    found = diagnose.diagnose("g-1", finding, finding, run, dtypes=())
+    assert found.triggers[0].failing == (name,) and "transposed" in found.triggers[0].passing
+    assert "when self is transposed at a storage offset; contiguous self, or self transposed or" in found.sentence

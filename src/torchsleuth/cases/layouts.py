@@ -1,9 +1,15 @@
 """Memory layouts: pure transforms of one tensor into the same values laid out otherwise.
 
-Design note. Each layout is a function of a contiguous tensor that returns a
-new tensor with the same shape and values (two exceptions below) whose
-strides, storage offset or storage differ. Every transformed tensor lives in
-a storage of its own that is filled with a poison value first, so that
+Design note. A layout is one ``Layout`` record in ``ALL``: its name, its
+--help line, which tensors it fits, how it lays one out, and what the later
+stages say about it (the property class a report groups by, the phrase a
+diagnosis uses). Adding a layout is adding a record; the sweep, the planner,
+grouping and diagnosis all read the table.
+
+Each layout is a function of a contiguous tensor that returns a new tensor
+with the same shape and values (two exceptions below) whose strides, storage
+offset or storage differ. Every transformed tensor lives in a storage of its
+own that is filled with a poison value first, so that
 
 * gaps between elements (``strided``) read as NaN or a sentinel: a kernel that
   reads outside the view puts the poison into its result;
@@ -24,6 +30,8 @@ tensors, so both are judged like the others.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -36,27 +44,32 @@ OFFSET = 3
 # and kernels that derive contiguity from strides alone trip over a large one.
 SIZE1_STRIDE = 1_000_003
 
-DESCRIPTIONS = {
-    "contiguous": "row-major, offset 0 (guard values after the view)",
-    "transposed": "last two dims swapped in memory (2-D and up)",
-    "permuted": "all dims reversed in memory (3-D and up)",
-    "strided": "every dim of size > 1 sliced with step 2; the gaps poisoned",
-    "offset": f"storage offset {OFFSET} elements, breaking 16-byte alignment; guards before",
-    "expanded": "first non-trivial dim expanded from one slice, stride 0 (inputs only)",
-    "channels_last": "NHWC memory order (4-D)",
-    "channels_last_3d": "NDHWC memory order (5-D)",
-    "size1_strides": f"dims of size 1 get stride {SIZE1_STRIDE}",
-    "empty": "leading dim set to 0 (every tensor argument at once)",
-}
+Shape = tuple[int, ...]
 
-# Layouts a written tensor (in-place self, out=) may not take.
-READ_ONLY = frozenset({"expanded"})
-# Layouts that change values, not only where they sit: cases using them get
-# references of their own.
-VALUE_CHANGING = frozenset({"expanded", "empty"})
-# Layouts applied to every tensor argument together, never one at a time:
-# changing one argument's shape alone would only break broadcasting.
-JOINT_ONLY = frozenset({"empty"})
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Layout:
+    name: str
+    description: str  # its line in --help
+    # Whether it gives a tensor of this shape a layout other than contiguous.
+    # Asked only about tensors with elements: every layout but contiguous
+    # leaves an empty tensor alone.
+    fits: Callable[[Shape], bool]
+    # The tensor (any layout) re-laid-out, in a fresh poisoned storage.
+    lay_out: Callable[[torch.Tensor], torch.Tensor]
+    # What it gives an argument, for grouping findings (report.groups):
+    # layouts of one class usually reach the same wrong code path.
+    property: str
+    # What it says about an argument in a diagnosis, after "when self is".
+    phrase: str
+    # A written tensor (in-place self, out=) may not take it.
+    read_only: bool = False
+    # It changes values, not only where they sit: cases using it get
+    # references of their own.
+    value_changing: bool = False
+    # Given to every tensor argument together, never one at a time: changing
+    # one argument's shape alone would only break broadcasting.
+    joint_only: bool = False
 
 
 def poison(dtype: torch.dtype):
@@ -101,34 +114,15 @@ def _extent(shape, stride) -> int:
     return 1 + sum((size - 1) * st for size, st in zip(shape, stride))
 
 
-def applies(layout: str, t: torch.Tensor, *, written: bool = False) -> bool:
-    """Whether ``layout`` gives ``t`` a layout that differs from contiguous."""
-    if written and layout in READ_ONLY:
-        return False
-    shape, n = tuple(t.shape), t.dim()
-    if layout == "contiguous":
-        return True
-    if t.numel() == 0 and layout != "contiguous":
-        return False
-    if layout == "transposed":
-        return n >= 2 and shape[-1] > 1 and shape[-2] > 1
-    if layout == "permuted":
-        return n >= 3 and sum(s > 1 for s in shape) >= 2 and not _orders_agree(shape, list(range(n))[::-1])
-    if layout == "strided":
-        return t.numel() > 1
-    if layout == "offset":
-        return True
-    if layout == "expanded":
-        return any(s > 1 for s in shape)
-    if layout == "channels_last":
-        return n == 4 and not _orders_agree(shape, [0, 2, 3, 1])
-    if layout == "channels_last_3d":
-        return n == 5 and not _orders_agree(shape, [0, 2, 3, 4, 1])
-    if layout == "size1_strides":
-        return any(s == 1 for s in shape)
-    if layout == "empty":
-        return n >= 1
-    raise ValueError(f"unknown layout {layout!r}")
+def geometric(strides: Callable[[Shape], tuple[int, ...]], *, offset: int = 0) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The ``lay_out`` of a layout that only moves elements: these strides, at this storage offset."""
+
+    def lay_out(t: torch.Tensor) -> torch.Tensor:
+        shape = tuple(t.shape)
+        stride = strides(shape)
+        return _place(t, shape, stride, offset, _extent(shape, stride))
+
+    return lay_out
 
 
 def _orders_agree(shape, order) -> bool:
@@ -148,35 +142,114 @@ def is_contiguous(shape, stride) -> bool:
     return True
 
 
+# --- the layouts, each a pair: which shapes it fits, its strides or its transform ---------
+
+
+def _transposed_strides(shape: Shape) -> tuple[int, ...]:
+    n = len(shape)
+    return _ordered_strides(shape, list(range(n - 2)) + [n - 1, n - 2])
+
+
+def _reversed_strides(shape: Shape) -> tuple[int, ...]:
+    return _ordered_strides(shape, list(range(len(shape)))[::-1])
+
+
+def _permuted_fits(shape: Shape) -> bool:
+    n = len(shape)
+    return n >= 3 and sum(s > 1 for s in shape) >= 2 and not _orders_agree(shape, list(range(n))[::-1])
+
+
+def _gapped_strides(shape: Shape) -> tuple[int, ...]:
+    step = [2 if s > 1 else 1 for s in shape]
+    physical = contiguous_strides([s * k for s, k in zip(shape, step)])
+    return tuple(p * k for p, k in zip(physical, step))
+
+
+def _size1_strides(shape: Shape) -> tuple[int, ...]:
+    return tuple(SIZE1_STRIDE if s == 1 else st for s, st in zip(shape, contiguous_strides(shape)))
+
+
+def _expand(t: torch.Tensor) -> torch.Tensor:
+    """The first slice along the first dim of size > 1, expanded back with stride 0."""
+    shape = tuple(t.shape)
+    dim = next(d for d, s in enumerate(shape) if s > 1)
+    row = t.narrow(dim, 0, 1)
+    return _place(row, row.shape, contiguous_strides(row.shape), 0, row.numel()).expand(shape).detach()
+
+
+def _empty(t: torch.Tensor) -> torch.Tensor:
+    """No elements: the leading dim set to 0 (the strides stay those of the full shape)."""
+    shape = tuple(t.shape)
+    empty_shape = (0,) + shape[1:]
+    return _place(t.new_empty(empty_shape), empty_shape, contiguous_strides(shape), 0, 0)
+
+
+CONTIGUOUS = "contiguous"  # the baseline every other layout is judged against
+
+ALL: tuple[Layout, ...] = (
+    Layout(name=CONTIGUOUS, description="row-major, offset 0 (guard values after the view)",
+           fits=lambda shape: True, lay_out=geometric(contiguous_strides), property="contiguous", phrase="contiguous"),
+    Layout(name="transposed", description="last two dims swapped in memory (2-D and up)",
+           fits=lambda shape: len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1,
+           lay_out=geometric(_transposed_strides), property="strides", phrase="transposed"),
+    Layout(name="permuted", description="all dims reversed in memory (3-D and up)",
+           fits=_permuted_fits, lay_out=geometric(_reversed_strides), property="strides", phrase="permuted"),
+    Layout(name="strided", description="every dim of size > 1 sliced with step 2; the gaps poisoned",
+           fits=lambda shape: math.prod(shape) > 1, lay_out=geometric(_gapped_strides),
+           property="strides", phrase="strided (gaps between elements)"),
+    Layout(name="offset", description=f"storage offset {OFFSET} elements, breaking 16-byte alignment; guards before",
+           fits=lambda shape: True, lay_out=geometric(contiguous_strides, offset=OFFSET),
+           property="offset", phrase="at a storage offset"),
+    Layout(name="expanded", description="first non-trivial dim expanded from one slice, stride 0 (inputs only)",
+           fits=lambda shape: any(s > 1 for s in shape), lay_out=_expand, property="stride 0", phrase="expanded (stride 0)",
+           read_only=True, value_changing=True),
+    Layout(name="channels_last", description="NHWC memory order (4-D)",
+           fits=lambda shape: len(shape) == 4 and not _orders_agree(shape, [0, 2, 3, 1]),
+           lay_out=geometric(lambda shape: _ordered_strides(shape, [0, 2, 3, 1])), property="strides", phrase="channels_last"),
+    Layout(name="channels_last_3d", description="NDHWC memory order (5-D)",
+           fits=lambda shape: len(shape) == 5 and not _orders_agree(shape, [0, 2, 3, 4, 1]),
+           lay_out=geometric(lambda shape: _ordered_strides(shape, [0, 2, 3, 4, 1])), property="strides", phrase="channels_last_3d"),
+    Layout(name="size1_strides", description=f"dims of size 1 get stride {SIZE1_STRIDE}",
+           fits=lambda shape: any(s == 1 for s in shape), lay_out=geometric(_size1_strides),
+           property="strides", phrase="given unusual strides on size-1 dims"),
+    Layout(name="empty", description="leading dim set to 0 (every tensor argument at once)",
+           fits=lambda shape: len(shape) >= 1, lay_out=_empty, property="empty", phrase="empty",
+           value_changing=True, joint_only=True),
+)
+
+
+def find(name: str) -> Layout | None:
+    """The layout called ``name``; None for a name of no layout here (an optimizer's, a placement)."""
+    # ALL is read on every call, not indexed once: a layout added to it is found at once.
+    return next((layout for layout in ALL if layout.name == name), None)
+
+
+def by_name(name: str) -> Layout:
+    found = find(name)
+    if found is None:
+        raise ValueError(f"unknown layout {name!r}")
+    return found
+
+
+# Views of the table, under the names the other stages have always read.
+DESCRIPTIONS = {layout.name: layout.description for layout in ALL}
+READ_ONLY = frozenset(layout.name for layout in ALL if layout.read_only)
+VALUE_CHANGING = frozenset(layout.name for layout in ALL if layout.value_changing)
+JOINT_ONLY = frozenset(layout.name for layout in ALL if layout.joint_only)
+
+
+def applies(layout: str, t: torch.Tensor, *, written: bool = False) -> bool:
+    """Whether ``layout`` gives ``t`` a layout that differs from contiguous."""
+    record = find(layout)
+    if written and record is not None and record.read_only:
+        return False
+    if layout == CONTIGUOUS:
+        return True
+    if t.numel() == 0:
+        return False  # nothing to lay out (an unknown name included, as it always was)
+    return by_name(layout).fits(tuple(t.shape))
+
+
 def apply(layout: str, t: torch.Tensor) -> torch.Tensor:
     """``t`` (any layout) re-laid-out as ``layout``, in a fresh poisoned storage."""
-    shape, n = tuple(t.shape), t.dim()
-    if layout == "contiguous":
-        stride, offset = contiguous_strides(shape), 0
-    elif layout == "transposed":
-        stride, offset = _ordered_strides(shape, list(range(n - 2)) + [n - 1, n - 2]), 0
-    elif layout == "permuted":
-        stride, offset = _ordered_strides(shape, list(range(n))[::-1]), 0
-    elif layout == "strided":
-        step = [2 if s > 1 else 1 for s in shape]
-        physical = contiguous_strides([s * k for s, k in zip(shape, step)])
-        stride, offset = tuple(p * k for p, k in zip(physical, step)), 0
-    elif layout == "offset":
-        stride, offset = contiguous_strides(shape), OFFSET
-    elif layout == "channels_last":
-        stride, offset = _ordered_strides(shape, [0, 2, 3, 1]), 0
-    elif layout == "channels_last_3d":
-        stride, offset = _ordered_strides(shape, [0, 2, 3, 4, 1]), 0
-    elif layout == "size1_strides":
-        stride = tuple(SIZE1_STRIDE if s == 1 else st for s, st in zip(shape, contiguous_strides(shape)))
-        offset = 0
-    elif layout == "expanded":
-        dim = next(d for d, s in enumerate(shape) if s > 1)
-        row = t.narrow(dim, 0, 1)
-        return _place(row, row.shape, contiguous_strides(row.shape), 0, row.numel()).expand(shape).detach()
-    elif layout == "empty":
-        empty_shape = (0,) + shape[1:]
-        return _place(t.new_empty(empty_shape), empty_shape, contiguous_strides(shape), 0, 0)
-    else:
-        raise ValueError(f"unknown layout {layout!r}")
-    return _place(t, shape, stride, offset, _extent(shape, stride))
+    return by_name(layout).lay_out(t)

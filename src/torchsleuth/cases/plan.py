@@ -8,7 +8,9 @@ in-place), the ``out=`` tensors (out), the inputs and the output gradients
 * to every tensor it applies to at once, where there are two or more;
 
 plus the all-contiguous case, which also carries the precision, device and
-determinism oracles. ``empty`` is only given jointly. The method variant,
+determinism oracles. A joint-only layout (``empty``) is only given jointly,
+and only where it reaches every written tensor; the out variant, which lays
+out its outputs alone, never gets one. The method variant,
 which reaches the same kernels as the functional one, gets the all-
 contiguous case and the joint assignments only.
 """
@@ -26,13 +28,13 @@ Assignment = tuple[tuple[str, str], ...]
 def assignments(tensors: dict[str, torch.Tensor], layouts: tuple[str, ...], *, written: frozenset[str] = frozenset(), singles: bool = True) -> list[Assignment]:
     found: list[Assignment] = [()]
     for layout in layouts:
-        if layout == "contiguous":
+        if layout == layout_rules.CONTIGUOUS:
             continue
         fits = [p for p, t in tensors.items() if layout_rules.applies(layout, t, written=p in written)]
         if not fits:
             continue
-        if layout in layout_rules.JOINT_ONLY:
-            if layout == "empty" and written and not all(p in fits for p in written):
+        if layout_rules.by_name(layout).joint_only:
+            if written and not all(p in fits for p in written):
                 continue
             found.append(tuple(sorted((p, layout) for p in fits)))
             continue
@@ -43,9 +45,10 @@ def assignments(tensors: dict[str, torch.Tensor], layouts: tuple[str, ...], *, w
     return found
 
 
-def cases_for(*, op: str, variant: str, dtype: str, device: str, sample: int, tensors: dict[str, torch.Tensor], layouts: tuple[str, ...], written: frozenset[str] = frozenset()) -> list[Case]:
-    if variant == "out":
-        layouts = tuple(l for l in layouts if l != "empty")
+def cases_for(*, op: str, variant: str, dtype: str, device: str, sample: int, tensors: dict[str, torch.Tensor], layouts: tuple[str, ...],
+              written: frozenset[str] = frozenset()) -> list[Case]:
+    if variant == "out":  # only the outputs are laid out: a joint-only layout would reach no input
+        layouts = tuple(name for name in layouts if not layout_rules.by_name(name).joint_only)
     singles = variant != "method"
     return [
         Case(op=op, variant=variant, dtype=dtype, device=device, sample=sample, layouts=assignment)

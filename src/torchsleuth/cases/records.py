@@ -10,25 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import layouts as layout_table
+
 # How the op is called. "backward" calls the functional variant and then
 # autograd on its output.
 VARIANTS = ("functional", "method", "inplace", "out", "backward")
 # How a variant reads after the op's name: "addcmul_ (in-place)".
 VARIANT_WORDS = {"functional": "", "method": " (method)", "inplace": " (in-place)", "out": " (out=)", "backward": " backward"}
 
-# Memory layouts, each a pure transform of one tensor (see cases/layouts.py).
-LAYOUTS = (
-    "contiguous",
-    "transposed",
-    "permuted",
-    "strided",
-    "offset",
-    "expanded",
-    "channels_last",
-    "channels_last_3d",
-    "size1_strides",
-    "empty",
-)
+# Memory layouts, each a pure transform of one tensor: their names, in the
+# order of the table that defines them (cases/layouts.py).
+LAYOUTS = tuple(layout.name for layout in layout_table.ALL)
 
 # The dtypes a sweep covers unless --dtypes says otherwise.
 DEFAULT_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "bool", "complex64")

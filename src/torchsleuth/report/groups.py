@@ -3,10 +3,11 @@
 Design note. Findings are grouped by their root-cause signature: the aten
 overload, variant, kind and reference, and the arguments that trigger the
 failure with the class of property each has (its strides, a storage offset,
-stride 0, emptiness). The triggers come from the finding's shrunk case
-(shrink stage), which keeps only the non-contiguous arguments the failure
-needs: so a dropped write on a transposed ``self`` and one on a strided
-``self`` with transposed ``tensor1`` are one group ("self's strides"), while
+stride 0, emptiness: what each layout's record in cases.layouts says). The
+triggers come from the finding's shrunk case (shrink stage), which keeps
+only the non-contiguous arguments the failure needs: so a dropped write on
+a transposed ``self`` and one on a strided ``self`` with transposed
+``tensor1`` are one group ("self's strides"), while
 the same op at a storage offset is another (a fix for one rarely fixes the
 other). A finding that was not shrunk is keyed by every layout of its case.
 dtype and sample are left out of the key: one kernel bug usually shows in
@@ -23,27 +24,18 @@ shrink stage's neighbour tests wrote for it, when there is one.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
+from ..cases import layouts
 from ..cases.records import VARIANT_WORDS, Case
 from ..judge.records import KIND_WORDS, Finding
 from ..shrink.records import Diagnosis, Shrunk
 
-# The property a layout gives an argument, for the key: layouts of one class
-# usually reach the same wrong code path (a kernel that assumes contiguity).
-PROPERTY_CLASS = {
-    "transposed": "strides",
-    "permuted": "strides",
-    "strided": "strides",
-    "sliced": "strides",  # torchsleuth optim's name for a parameter with gaps
-    "channels_last": "strides",
-    "channels_last_3d": "strides",
-    "size1_strides": "strides",
-    "offset": "offset",
-    "expanded": "stride 0",
-    "empty": "empty",
-}
+# The property class of a name that is no layout of the sweep's table (whose
+# records carry their own, cases.layouts.Layout.property): torchsleuth optim's
+# parameter with gaps. Any other name (a shard placement) is its own class.
+OTHER_PROPERTY_CLASS = {"sliced": "strides"}
 _CLASS_WORDS = {"strides": "non-contiguous", "offset": "offset", "stride 0": "expanded", "empty": "empty"}
 
 
@@ -60,7 +52,13 @@ class Group:
 def triggers(finding: Finding, shrunk: Shrunk | None = None) -> tuple[tuple[str, str], ...]:
     """(argument, property class) of each layout the failure needs, by the shrunk case when there is one."""
     case_id = shrunk.case_id if shrunk is not None and shrunk.status == "shrunk" else finding.case_id
-    return tuple(sorted({(path, PROPERTY_CLASS.get(layout, layout)) for path, layout in Case.parse(case_id).layouts}))
+    return tuple(sorted({(path, property_class(layout)) for path, layout in Case.parse(case_id).layouts}))
+
+
+def property_class(layout: str) -> str:
+    """What ``layout`` gives an argument, for the key: layouts of one class usually reach the same wrong code path."""
+    record = layouts.find(layout)
+    return record.property if record is not None else OTHER_PROPERTY_CLASS.get(layout, layout)
 
 
 def key(finding: Finding, shrunk: Shrunk | None = None) -> tuple:

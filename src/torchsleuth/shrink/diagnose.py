@@ -21,30 +21,17 @@ in float32 and float64."
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
 from ..cases import layouts as layout_rules
 from ..cases import opinfo
-from ..cases.records import LAYOUTS, VARIANT_WORDS, Case
+from ..cases.records import VARIANT_WORDS, Case
 from ..judge.records import KIND_WORDS, Finding, Outcome
 from .records import Diagnosis, Trigger
 from .shrinker import DeviceLost, matching
 
-# What a layout says about an argument, after "when self is".
-PROPERTY = {
-    "contiguous": "contiguous",
-    "transposed": "transposed",
-    "permuted": "permuted",
-    "strided": "strided (gaps between elements)",
-    "offset": "at a storage offset",
-    "expanded": "expanded (stride 0)",
-    "channels_last": "channels_last",
-    "channels_last_3d": "channels_last_3d",
-    "size1_strides": "given unusual strides on size-1 dims",
-    "empty": "empty",
-}
 Runner = Callable[[Case], Outcome]
 
 
@@ -92,10 +79,10 @@ def diagnose(group: str, finding: Finding, shrunk: Finding, run: Runner, *, dtyp
     for path in shapes:
         if any(path == t.path for t in triggers):
             continue
-        fitting = [l for l in _fitting(path, shapes, case) if l != "contiguous"]
+        fitting = [name for name in _fitting(path, shapes, case) if name != "contiguous"]
         if len(fitting) < 2:  # a scalar's storage offset alone says little about "any layout"
             continue
-        verdicts = [verdict(dataclasses.replace(plain, layouts=((path, l),))) for l in fitting]
+        verdicts = [verdict(dataclasses.replace(plain, layouts=((path, name),))) for name in fitting]
         if any(verdicts):
             also_failing.append(path)
         elif all(v is False for v in verdicts):
@@ -124,17 +111,13 @@ def _fitting(path: str, shapes: dict, case: Case) -> list[str]:
         return []
     probe = torch.empty(shape, device="meta")
     written = (case.variant == "inplace" and path.startswith("input")) or path.startswith("out")
-    found = ["contiguous"]
-    for layout in LAYOUTS:
-        if layout in ("contiguous", "empty"):  # empty changes every argument's shape at once
+    found = [layout_rules.CONTIGUOUS]
+    for layout in layout_rules.ALL:
+        # a joint-only layout (empty) changes every argument's shape at once, never one argument's
+        if layout.name == layout_rules.CONTIGUOUS or layout.joint_only or (written and layout.read_only):
             continue
-        if written and layout in layout_rules.READ_ONLY:
-            continue
-        try:
-            if layout_rules.applies(layout, probe, written=written):
-                found.append(layout)
-        except Exception:
-            continue
+        if layout_rules.applies(layout.name, probe, written=written):
+            found.append(layout.name)
     return found
 
 
@@ -185,7 +168,13 @@ def _with_first_layout(text: str) -> str:
 
 
 def _either(layouts: tuple[str, ...]) -> str:
-    return " or ".join(PROPERTY.get(l, l) for l in layouts)
+    return " or ".join(_phrase(name) for name in layouts)
+
+
+def _phrase(layout: str) -> str:
+    """What ``layout`` says about an argument, after "when self is"; a name of no layout is said as it is."""
+    record = layout_rules.find(layout)
+    return record.phrase if record is not None else layout
 
 
 def _and(items) -> str:
