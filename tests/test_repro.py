@@ -334,13 +334,13 @@ def test_references_move_dtype_and_device_arguments(tmp_path):
     assert "copies(tensors(), device='cpu')" in across
 
 
-def test_script_constants_match_the_engine():
-    from torchsleuth import engine
+def test_script_constants_are_the_engines():
     from torchsleuth.run import call
 
-    assert repro.CALL_SEED == call.CALL_SEED
+    finding, _ = finding_for("random_coverage")
+    namespace = namespace_of(repro.script(finding))
+    assert namespace["CALL_SEED"] == call.CALL_SEED
     # the prefills a coverage script writes are the ones the engine's two runs use
-    fills = {family: tuple(eval(v) for v in values) for family, values in repro._PREFILL.items()}
-    assert math.isnan(fills["inexact"][0]) and math.isnan(engine._PREFILL[True][0])
-    assert fills["inexact"][1:] == engine._PREFILL[True][1:]
-    assert fills["integer"] == engine._PREFILL[False]
+    fills, engine_fills = namespace["FILLS"], call.prefills(getattr(torch, finding.dtype))
+    assert len(fills) == len(engine_fills) == 2
+    assert all(a == b or (math.isnan(a) and math.isnan(b)) for a, b in zip(fills, engine_fills))

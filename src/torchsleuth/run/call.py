@@ -40,6 +40,17 @@ from .trace import Trace, Tracer
 CALL_SEED = 20260405
 # Storages up to this many bytes travel inline in findings and repro scripts.
 INLINE_BYTES = 1 << 20
+# What a random in-place op's written tensors are filled with before each of
+# its two runs (the engine's, and a coverage repro script's): an element that
+# keeps its fill in both runs was never drawn.
+PREFILLS = {"inexact": (float("nan"), 1234.5), "integer": (7, 11), "bool": (False, True)}
+
+
+def prefills(dtype: torch.dtype) -> tuple:
+    """The two fills for a tensor of ``dtype`` (``PREFILLS`` by its family)."""
+    if dtype == torch.bool:
+        return PREFILLS["bool"]
+    return PREFILLS["inexact" if dtype.is_floating_point or dtype.is_complex else "integer"]
 
 
 @dataclass
@@ -136,7 +147,8 @@ def _prepare_backward(case, function, sample, args, kwargs, inputs, reference_re
     for p in grad_paths:
         inputs[p].requires_grad_(True)
     args, kwargs = tree.replace_call(args, kwargs, inputs)
-    seeds = {p: layouts.apply(case.layout_of(p), g.to(case.device)) for p, g in grad_outputs(reference_result, sample.output_process_fn_grad, grad_seed).items()}
+    seeds = {p: layouts.apply(case.layout_of(p), g.to(case.device))
+             for p, g in grad_outputs(reference_result, sample.output_process_fn_grad, grad_seed).items()}
     return Prepared(
         case=case, function=function, args=args, kwargs=kwargs, tensors={**inputs, **seeds},
         written=frozenset(), process=sample.output_process_fn_grad, grad_paths=grad_paths,
