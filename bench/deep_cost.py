@@ -17,11 +17,11 @@ import tempfile
 import time
 
 from torchsleuth import SweepConfig, resolve_ops, sweep
-from torchsleuth.deep import ORACLES
+from torchsleuth.judge.plugin import BUILTIN
 
 
 def main(oracle: str, ops: str, variants: str) -> None:
-    chosen = [(name,) for name in ORACLES if name != "large"] if oracle == "each" else [tuple(oracle.split(","))]
+    chosen = [(name,) for name in BUILTIN.names() if name != "large"] if oracle == "each" else [tuple(oracle.split(","))]
     print("| round | oracles | cases | of them the oracle's | wall s | cases/s |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     for round_ in (1, 2):

@@ -18,7 +18,7 @@ from pathlib import Path
 from torchsleuth.sweep import result as stored_result, shrink_run
 from torchsleuth.config import SweepConfig
 from torchsleuth.report.outputs import write_outputs
-from torchsleuth.store import codec
+from torchsleuth import codec
 from torchsleuth.store.sqlite import Store
 
 
@@ -46,7 +46,7 @@ def main() -> None:
             statuses[shrunk.status] = statuses.get(shrunk.status, 0) + 1
         print(f"findings {len(result.findings)} (flaky {len(result.flaky)}), groups {len(result.groups)}, shrink statuses {statuses}")
         out = Path(args.out)
-        write_outputs(result, out=out, json_path=str(out / "findings.json"))
+        write_outputs(result, out=out, json=out / "findings.json")
     finally:
         store.close()
 

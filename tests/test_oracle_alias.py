@@ -13,6 +13,7 @@ prepended (bug present: exit 1) and without (exit 0).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import subprocess
 import sys
@@ -24,7 +25,9 @@ import torch
 
 from torchsleuth import SweepConfig, resolve_ops
 from torchsleuth.cases.records import Case
-from torchsleuth.deep import alias
+from torchsleuth.judge.plugin import decode_detail
+from torchsleuth.oracles.alias import oracle as alias
+from torchsleuth.oracles.alias.detail import Detail
 from torchsleuth.report import repro
 
 HEAD = '''
@@ -202,7 +205,8 @@ def test_two_outputs_mixed_in_one_shared_out_is_found(swept):
     bad, clean = swept["aminmax"]
     assert bad.findings, listing(bad)
     for f in bad.findings:
-        assert (f.kind, f.reference, f.op, f.opinfo, f.variant) == ("alias_mismatch", "alias", "aten.aminmax.out", "aminmax", "out"), listing(bad)
+        expected = ("alias_mismatch", "alias", "aten.aminmax.out", "aminmax", "out")
+        assert (f.kind, f.reference, f.op, f.opinfo, f.variant) == expected, listing(bad)
         assert Case.parse(f.case_id).oracle == "alias:shared-out:out[0]=out[1]"
         assert "one tensor passed for both out[0] and out[1]" in f.summary and "neither result" in f.summary
         assert f.mismatch.path == "out[0]" and "or" in f.mismatch.expected
@@ -278,7 +282,8 @@ def run_scripts(tmp_path: Path, **texts: str) -> dict[str, subprocess.CompletedP
     for name, text in texts.items():
         path = tmp_path / f"{name}.py"
         path.write_text(text)
-        running[name] = subprocess.Popen([sys.executable, str(path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        running[name] = subprocess.Popen([sys.executable, str(path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True)
     done = {}
     for name, process in running.items():
         out, err = process.communicate(timeout=120)
@@ -303,6 +308,22 @@ def test_script_fails_with_the_bug_and_passes_without(name, swept, tmp_path):
     assert "aliased" in runs["buggy"].stdout and "unaliased" in runs["buggy"].stdout  # the wrong and the right values
     assert runs["clean"].returncode == 0, output(runs["clean"])
     assert "OK:" in runs["clean"].stdout
+
+
+def test_script_reads_the_detail_record_never_the_prose(swept, tmp_path):
+    """Each plant's script made from its finding with ``detail`` blanked: the same script, still exit 1 and 0."""
+    texts = {}
+    for name, (_, _, source) in PLANTS.items():
+        finding = swept[name][0].findings[0]
+        detail = decode_detail(Detail, finding)
+        assert detail.form == alias.Form.parse(Case.parse(finding.case_id).oracle), finding.data
+        assert detail.threads >= 1 and detail.imports == () and finding.detail == detail.words()
+        text = repro.script(dataclasses.replace(finding, detail=""))
+        assert text == repro.script(finding)
+        texts |= {f"{name}_clean": text, f"{name}_buggy": HEAD + source + text}
+    runs = run_scripts(tmp_path, **{name.replace("add_", "add"): text for name, text in texts.items()})
+    for name, run in runs.items():
+        assert run.returncode == (1 if name.endswith("buggy") else 0), output(run)
 
 
 def test_script_rebuilds_the_aliasing(swept):

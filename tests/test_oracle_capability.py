@@ -10,6 +10,7 @@ must stay clean.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -17,8 +18,10 @@ import pytest
 
 from torchsleuth import SweepConfig, resolve_ops
 from torchsleuth.cli.main import main
-from torchsleuth.deep import capability
 from torchsleuth.errors import UsageError
+from torchsleuth.judge.plugin import decode_detail
+from torchsleuth.oracles.capability import oracle as capability
+from torchsleuth.oracles.capability.detail import Detail
 from torchsleuth.report import repro
 
 pytestmark = pytest.mark.skipif("avx2" not in capability.supported() or len(capability.supported()) < 2,
@@ -170,10 +173,23 @@ def test_the_clean_op_beside_it_passes_with_a_tally(planted_sweep):
     assert "error" not in result.statuses, listing(result)
 
 
-def test_repro_fails_with_the_plant_and_passes_without(planted_sweep, tmp_path):
+def test_the_finding_carries_what_was_compared_and_its_script_reads_only_that(planted_sweep):
     result, folder = planted_sweep
     finding = result.reported(next(f for f in result.findings if f.variant == "functional"))
-    text = repro.script(finding)
+    detail = decode_detail(Detail, finding)
+    assert detail.capabilities == capability.supported() and detail.reference == capability.supported()[-1], detail
+    assert detail.worker == capability.supported()[-1] and detail.threads >= 1, detail
+    assert detail.imports == (str(folder / "plant_avx2.py"),), detail
+    assert repro.script(dataclasses.replace(finding, detail="")) == repro.script(finding)  # the prose is never read back
+    stored_before_records = repro.script(dataclasses.replace(finding, data=""))
+    assert "sys.exit(2)" in stored_before_records and "no record of the capabilities compared" in stored_before_records
+
+
+def test_repro_fails_with_the_plant_and_passes_without(planted_sweep, tmp_path):
+    """Written from the finding's Detail record alone: its prose blanked."""
+    result, folder = planted_sweep
+    finding = result.reported(next(f for f in result.findings if f.variant == "functional"))
+    text = repro.script(dataclasses.replace(finding, detail=""))
     assert f"IMPORTS = ({str(folder / 'plant_avx2.py')!r},)" in text
     planted = tmp_path / "planted.py"
     planted.write_text(text)

@@ -17,6 +17,7 @@ Clean ops stay clean, and a compile that raises is a ``raised`` outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -24,7 +25,9 @@ import pytest
 import torch
 
 from torchsleuth import SweepConfig, resolve_ops
-from torchsleuth.deep import compiled
+from torchsleuth.judge.plugin import decode_detail
+from torchsleuth.oracles.compile import oracle as compiled
+from torchsleuth.oracles.compile.detail import AFTER, COMPILED, STATE, Detail
 from torchsleuth.report import repro
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # inductor warns about its own internals
@@ -44,6 +47,11 @@ def listing(result) -> str:
 
 def of_compile(result) -> list:
     return [f for f in result.findings if f.reference == "compile"]
+
+
+def aspect(finding) -> str:
+    """Which of the oracle's three checks a finding failed, from its Detail record."""
+    return decode_detail(Detail, finding).aspect
 
 
 # neg off by one in float32 only: what the eager plant does, here and in the repro test.
@@ -114,11 +122,13 @@ def test_a_wrong_eager_kernel_disagrees_with_its_compiled_call(eager_plant_sweep
     found = of_compile(result)
     assert found, listing(result)
     for f in found:
-        assert (f.kind, f.op, f.opinfo, f.variant, f.dtype, f.layouts) == ("compile_mismatch", "aten.neg.default", "neg", "functional", "float32", ()), listing(result)
+        expected = ("compile_mismatch", "aten.neg.default", "neg", "functional", "float32", ())
+        assert (f.kind, f.op, f.opinfo, f.variant, f.dtype, f.layouts) == expected, listing(result)
         assert f.case_id.endswith("|@compile")
         assert f.mismatch.path == "compiled: out" and f.mismatch.attribute == "values", f.mismatch
         assert f.mismatch.max_abs_err == pytest.approx(1.0)
         assert "compiled by torch.compile (inductor) differs from eager" in f.summary
+        assert decode_detail(Detail, f) == Detail(aspect=COMPILED, values_compared=True, imports=())
     assert not result.flaky, listing(result)
     assert all(result.shrunk[f.id].status == "shrunk" for f in found), result.shrunk
 
@@ -129,9 +139,17 @@ def test_the_clean_op_beside_it_passes(eager_plant_sweep):
     assert "error" not in result.statuses, listing(result)
 
 
-def test_repro_fails_with_the_plant_and_passes_without(eager_plant_sweep, tmp_path):
+def test_the_script_reads_the_detail_record_never_the_prose(eager_plant_sweep):
     finding = eager_plant_sweep.reported(of_compile(eager_plant_sweep)[0])
-    text = repro.script(finding)
+    assert repro.script(dataclasses.replace(finding, detail="")) == repro.script(finding)
+    stored_before_records = repro.script(dataclasses.replace(finding, data=""))
+    assert "sys.exit(2)" in stored_before_records and "no record of the check it failed" in stored_before_records
+
+
+def test_repro_fails_with_the_plant_and_passes_without(eager_plant_sweep, tmp_path):
+    """Written from the finding's Detail record alone: its prose blanked."""
+    finding = eager_plant_sweep.reported(of_compile(eager_plant_sweep)[0])
+    text = repro.script(dataclasses.replace(finding, detail=""))
     assert "ASPECT = 'compiled'" in text
     scripts = {"planted": PLANT_SOURCE + text, "clean": text}
     running = {}
@@ -165,7 +183,7 @@ def test_a_compile_that_turns_on_flush_denormal_is_caught_and_undone(decompositi
     assert "changed global state: flush_denormal False -> True" in f.summary
     assert not compiled._flush_denormal(), "the oracle sets a changed flag back"
     assert not result.flaky and result.shrunk[f.id].status == "shrunk", (listing(result), result.shrunk)
-    assert compiled.aspect_of(f) == compiled.STATE
+    assert aspect(f) == STATE and f.detail.startswith("global state; ")
 
 
 def test_a_compile_that_changes_later_eager_results_is_caught(plant, decomposition, run_sweep):
@@ -181,7 +199,7 @@ def test_a_compile_that_changes_later_eager_results_is_caught(plant, decompositi
     plant("neg", neg_kernel)
     decomposition(neg_decomposition)
     result = run_sweep(config("neg"))
-    after = [f for f in of_compile(result) if compiled.aspect_of(f) == compiled.AFTER]
+    after = [f for f in of_compile(result) if aspect(f) == AFTER]
     assert after, listing(result)
     assert after[0].mismatch.path == "eager after compile: out"
     assert "gives other results in eager after torch.compile compiled it than before" in after[0].summary
@@ -200,7 +218,7 @@ def test_eager_after_is_judged_by_values_only_where_the_result_has_values(op, fo
 
     monkeypatch.setattr(compiled, "_eager", other_memory_each_call)
     result = run_sweep(config(op, shrink=False))
-    after = [f for f in of_compile(result) if compiled.aspect_of(f) == compiled.AFTER]
+    after = [f for f in of_compile(result) if aspect(f) == AFTER]
     assert bool(after) == found, listing(result)
     assert calls[0] >= 2, "eager ran before and after the compile"
 
@@ -221,7 +239,7 @@ table.fast_random_decomps.cache_clear()
 
 def test_a_compile_case_may_take_several_timeouts(tmp_path, run_sweep):
     """With --timeout 5 a compile that takes 12 s is no hang: a compile case gets SLOWER times 5 s."""
-    from torchsleuth import deep
+    from torchsleuth.judge.plugin import BUILTIN as deep
 
     assert deep.slower("neg|functional|float32|cpu|s0|contiguous|@compile") == compiled.SLOWER > 12 / 5
     assert deep.slower("neg|functional|float32|cpu|s0|contiguous") == deep.slower("neg|functional|float32|cpu|s0|contiguous|@repeat:alpha") == 1

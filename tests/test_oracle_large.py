@@ -1,7 +1,7 @@
 """The ``large`` oracle: elements past a 32-bit boundary get what small tensors get.
 
 The real boundaries (2^31 and 2^32 elements, 2^31 bytes) need gigabytes; the
-tests move them down to 2^16 and 2^17 (``large.BOUNDS``), which exercises
+tests move them down to 2^16 and 2^17 (``bounds.BOUNDS``), which exercises
 the same tiling, positions and judging, and plant a kernel whose offsets
 wrap at the lower one: past it, each element is read from the element
 2^16 before (``neg``; ``index_select`` and ``index_copy_`` for the indexing
@@ -12,6 +12,7 @@ real sizes ran on an H200 and are recorded in bench/.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -19,7 +20,10 @@ import pytest
 import torch
 
 from torchsleuth import SweepConfig, resolve_ops
-from torchsleuth.deep import large, large_index, stretched
+from torchsleuth.oracles.large import bounds
+from torchsleuth.oracles.large import index as large_index
+from torchsleuth.oracles.large import oracle as large
+from torchsleuth.oracles.large import stretched
 from torchsleuth.errors import UsageError
 from torchsleuth.report import repro
 
@@ -56,7 +60,7 @@ def neg_wrapping_past(self):
 
 @pytest.fixture
 def small_bounds(monkeypatch):
-    monkeypatch.setattr(large, "BOUNDS", (WRAP, 2 * WRAP))
+    monkeypatch.setattr(bounds, "BOUNDS", (WRAP, 2 * WRAP))
 
 
 def config(ops: str, dtype: str = "float32", oracles: tuple[str, ...] = ("large",)) -> SweepConfig:
@@ -85,8 +89,8 @@ def test_the_probes_are_planned_once_per_op_and_dtype_for_pointwise_functional_c
 
 
 def test_positions_read_both_sides_of_every_boundary_and_the_ends():
-    n = (1 << 32) + large.PAD
-    read = set(large._positions(n).tolist())
+    n = (1 << 32) + bounds.PAD
+    read = set(bounds.positions(n).tolist())
     assert {0, n - 1, (1 << 31) - 1, 1 << 31, (1 << 32) - 1, 1 << 32} <= read
     assert all(0 <= p < n for p in read) and len(read) > 20
 
@@ -108,7 +112,7 @@ def test_real_kernels_are_clean_past_the_boundaries(run_sweep, small_bounds):
 
 
 def test_a_probe_that_does_not_fit_in_memory_is_skipped_saying_how_much_it_needed(monkeypatch, run_sweep):
-    monkeypatch.setattr(large, "_free_bytes", lambda device: 1 << 30)
+    monkeypatch.setattr(bounds, "free_bytes", lambda device: 1 << 30)
     result = run_sweep(config("neg"))
     assert not result.findings and result.statuses.get("skip", 0) == 3
     assert any("GiB" in reason and "free on cpu" in reason for reason in result.reasons["skip"]), result.reasons
@@ -368,7 +372,7 @@ def test_real_indexing_kernels_are_clean_past_the_boundaries(small_bounds):
 
 
 def test_an_index_probe_that_does_not_fit_in_memory_is_skipped_saying_how_much_it_needed(monkeypatch, run_sweep):
-    monkeypatch.setattr(large, "_free_bytes", lambda device: 1 << 30)
+    monkeypatch.setattr(bounds, "free_bytes", lambda device: 1 << 30)
     result = run_sweep(config("take", oracles=("large:index",)))
     skipped = sum(count for reason, count in result.reasons.get("skip", {}).items() if "GiB" in reason and "free on cpu" in reason)
     assert not result.findings and skipped == 3, result.reasons
@@ -382,3 +386,36 @@ def test_the_repro_of_an_index_finding_exits_1_with_the_plant_and_0_without(plan
     outcome = run_case(Case(op="index_select", variant="functional", dtype="float32", device="cpu", sample=0, oracle="large:index=2^31"))
     assert outcome.findings, outcome.reason
     assert_repro(tmp_path, repro.script(outcome.findings[0]), INDEX_SELECT_PLANT)
+
+
+@pytest.mark.parametrize("op, probe, kernel, plant_source", [
+    ("neg", "large:2^31", neg_wrapping_past, WRAP_PLANT),
+    ("index_select", "large:index=2^31", index_select_wrapping_past, INDEX_SELECT_PLANT),
+])
+def test_a_script_reads_the_findings_record_not_its_prose(plant, tmp_path, small_bounds, op, probe, kernel, plant_source):
+    """The element and index scripts take the length, values and positions from ``Finding.data``: with the prose
+    ``detail`` blanked the script is the same, and still exits 1 with the plant and 0 without."""
+    from torchsleuth.cases.records import Case
+    from torchsleuth.engine import run_case
+    from torchsleuth.judge.plugin import decode_detail
+    from torchsleuth.oracles.large.detail import Detail
+
+    plant(op, kernel)
+    finding = run_case(Case(op=op, variant="functional", dtype="float32", device="cpu", sample=0, oracle=probe)).findings[0]
+    detail = decode_detail(Detail, finding)
+    assert detail.probe == ("index" if "index" in probe else "elements") and detail.elements == WRAP + bounds.PAD
+    assert any(p >= WRAP for p in detail.positions)
+    blank = dataclasses.replace(finding, detail="")
+    text = repro.script(blank)
+    assert text == repro.script(finding)
+    assert_repro(tmp_path, text, plant_source)
+
+
+def test_a_finding_without_its_record_gets_a_script_that_says_so():
+    from torchsleuth.judge.records import Finding
+
+    finding = Finding(id="f-1", kind="large_size", op="aten.neg.default", opinfo="neg", variant="functional", dtype="float32",
+                      device="cpu", reference="large", case_id="neg|functional|float32|cpu|s0|contiguous|@large:2^31", layouts=(),
+                      summary="neg is wrong past 2^31 elements", mismatch=None, call=None, detail="2147487744 elements tiled from 7 values")
+    text = repro.script(finding)
+    assert "carries no record" in text and "sys.exit(2)" in text

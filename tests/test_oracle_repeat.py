@@ -11,6 +11,7 @@ the plant and 0 without. Real kernels stay clean.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -20,8 +21,11 @@ import torch
 
 from torchsleuth import SweepConfig, resolve_ops
 from torchsleuth.cases.records import Case, Unit
-from torchsleuth.deep import calls, repeat
 from torchsleuth.engine import run_case, run_unit
+from torchsleuth.judge import calls
+from torchsleuth.judge.plugin import decode_detail
+from torchsleuth.oracles.repeat import plan as repeat
+from torchsleuth.oracles.repeat.detail import AGAIN, DTYPES, STALE, Change, Detail
 from torchsleuth.report import repro
 
 MEMO_PLANT = '''
@@ -33,7 +37,8 @@ _memo = {}
 
 
 def _hardtanh(self, min_val=-1, max_val=1):
-    key = (self.dtype, tuple(self.shape), self.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())  # the bug: min_val and max_val are not in the key
+    # the bug: min_val and max_val are not in the key
+    key = (self.dtype, tuple(self.shape), self.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     if key not in _memo:
         _memo[key] = torch.clamp(self, min_val, max_val)
     return _memo[key]
@@ -98,9 +103,11 @@ def test_numbers_are_the_samples_python_numbers_and_bools_and_each_gets_another_
     assert repeat.numbers((t, 2, 0.5, None, "x"), {"alpha": 3, "keepdim": True, "out": t}) == [
         ("args[1]", 2), ("args[2]", 0.5), ("alpha", 3), ("keepdim", True)]
     assert [repeat.changed(v) for v in (True, 3, 0, -1, 0.5, 0.0, -math.inf, 2j)] == [False, 2, 1, 0, 0.25, 0.5, -1.0, 1j]
-    for name in ("repeat:alpha=0.5", "repeat:args[1]=-3", "repeat:keepdim=False", "repeat:p=inf", "repeat:x=(1+2j)"):
-        path, value = repeat.parse(name)
-        assert f"repeat:{path}={repeat._literal(value)}" == name
+    names = ("repeat:alpha=0.5", "repeat:args[1]=-3", "repeat:keepdim=False", "repeat:p=inf", "repeat:x=(1+2j)", "repeat:dtype=float64")
+    for name in names:
+        assert Change.parse(name).oracle_name() == name
+    assert Change.parse("repeat:p=-inf") == Change(argument="p", number=-math.inf)
+    assert Change.parse("repeat:dtype=float64") == Change(dtype="float64")
 
 
 def test_a_case_is_planned_per_number_and_one_for_another_dtype_for_functional_and_inplace_variants_only():
@@ -155,13 +162,11 @@ def test_a_cache_ignoring_the_dtype_hands_b_a_result_of_the_wrong_dtype(plant, t
     assert f.kind == "stale_result" and f.op == "aten.exp.default" and f.mismatch.attribute == "dtype"
     assert f.mismatch.expected == "torch.float64" and f.mismatch.actual == "torch.float32"
     assert "returns a float32 out for float64 inputs after a call in float32" in f.summary, f.summary
+    assert decode_detail(Detail, f) == Detail(check=DTYPES, b_dtype="float64")
     # its repro script (what `torchsleuth repro` prints): A, B in float64, A again, B's dtypes against the meta device
     text = repro.script(f)
     assert "No repro could be generated" not in text and "OTHER_DTYPE = 'float64'" in text
-    clean, planted = tmp_path / "clean.py", tmp_path / "planted.py"
-    clean.write_text(text)
-    planted.write_text(EXP_PLANT + "\n" + text)
-    runs = {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted)}
+    runs = run_with_and_without(text, EXP_PLANT, tmp_path)
     assert runs["planted.py"].returncode == 1, runs["planted.py"].stdout + runs["planted.py"].stderr
     assert "out: torch.float32, the meta device says torch.float64" in runs["planted.py"].stdout
     assert "BUG PRESENT" in runs["planted.py"].stdout
@@ -195,6 +200,9 @@ def test_a_cache_ignoring_a_number_serves_a_stale_result(plant, dtype, way):
         assert f.summary.startswith(f"hardtanh [{dtype}] returns the result of {number}=") and f"when called again with {number}=" in f.summary
         assert f"its {way} reference" in f.summary, f.summary
         assert f.mismatch is not None and f.call is not None
+        detail = decode_detail(Detail, f)
+        assert (detail.check, detail.argument, detail.b_reference) == (STALE, number, way)
+        assert detail.reference_dtype == "float64" and detail.a_number and detail.b_number and not detail.b_dtype
 
 
 def test_a_cache_handing_out_the_previous_result_makes_a_again_differ(plant):
@@ -204,7 +212,7 @@ def test_a_cache_handing_out_the_previous_result_makes_a_again_differ(plant):
     assert found, [(o.case.id, o.status, o.reason) for o in outcomes]
     for f in found:
         assert f.kind == "stale_result" and "gives other bits for" in f.summary and "after a call with" in f.summary, f.summary
-        assert "A again differs from A" in f.detail
+        assert "A again differs from A" in f.detail and decode_detail(Detail, f).check == AGAIN
 
 
 def test_a_planted_stale_result_shrinks_and_replays_without_turning_flaky(plant, run_sweep):
@@ -222,14 +230,34 @@ def test_a_planted_stale_result_shrinks_and_replays_without_turning_flaky(plant,
 def test_the_planted_findings_repro_exits_1_with_the_plant_and_0_without(plant, tmp_path):
     plant("hardtanh", memoising_hardtanh())
     finding = next(f for o in deep_outcomes("nn.functional.hardtanh", "float32", variants=("functional",), samples=1) for f in o.findings)
-    text = repro.script(finding)
-    clean, planted = tmp_path / "clean.py", tmp_path / "planted.py"
-    clean.write_text(text)
-    planted.write_text(MEMO_PLANT + "\n" + text)
-    runs = {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted)}
+    runs = run_with_and_without(repro.script(finding), MEMO_PLANT, tmp_path)
     assert runs["planted.py"].returncode == 1, runs["planted.py"].stdout + runs["planted.py"].stderr
     assert "BUG PRESENT" in runs["planted.py"].stdout and "hold A's result" in runs["planted.py"].stdout
     assert runs["clean.py"].returncode == 0, runs["clean.py"].stdout + runs["clean.py"].stderr
+
+
+@pytest.mark.parametrize("form", ["number", "dtype"])
+def test_a_findings_script_reads_its_detail_record_not_its_prose(plant, tmp_path, form):
+    op, dtype_case = ("nn.functional.hardtanh", False) if form == "number" else ("exp", True)
+    plant(*(("hardtanh", memoising_hardtanh()) if form == "number" else ("exp", exp_memoised_by_shape())))
+    finding = next(f for o in deep_outcomes(op, "float32", variants=("functional",), samples=2) for f in o.findings
+                   if f.case_id.endswith("@repeat:dtype=float64") == dtype_case)
+    blank = dataclasses.replace(finding, detail="")
+    text = repro.script(blank)
+    assert text == repro.script(finding)  # the sentence is for a reader: nothing in the script comes from it
+    runs = run_with_and_without(text, MEMO_PLANT if form == "number" else EXP_PLANT, tmp_path)
+    assert runs["planted.py"].returncode == 1, runs["planted.py"].stdout + runs["planted.py"].stderr
+    assert runs["clean.py"].returncode == 0, runs["clean.py"].stdout + runs["clean.py"].stderr
+    # a finding without its record (stored before findings carried one) gets a script that says why it cannot check
+    assert "No repro could be generated" in repro.script(dataclasses.replace(finding, data=""))
+
+
+def run_with_and_without(text: str, plant_source: str, tmp_path) -> dict[str, subprocess.CompletedProcess]:
+    """The script run as it is (``clean.py``) and after the plant's source (``planted.py``)."""
+    clean, planted = tmp_path / "clean.py", tmp_path / "planted.py"
+    clean.write_text(text)
+    planted.write_text(plant_source + "\n" + text)
+    return {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted)}
 
 
 # --- clean ------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ included.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import subprocess
 import sys
@@ -22,7 +23,10 @@ import torch
 
 from torchsleuth import SweepConfig, resolve_ops
 from torchsleuth.cases.records import Case, Unit
-from torchsleuth.deep import calls, lengths, sizes
+from torchsleuth.judge import calls
+from torchsleuth.oracles.sizes import judging
+from torchsleuth.oracles.sizes import oracle as sizes
+from torchsleuth.run import lengths
 from torchsleuth.engine import run_case, run_unit
 from torchsleuth.report import repro
 
@@ -278,6 +282,7 @@ def test_the_planted_findings_repro_exits_1_with_the_plant_and_0_without(plant, 
     outcomes = deep_outcomes(op, "float32", samples=0 if op == "amax" else 1)
     finding = next(f for o in outcomes for f in o.findings)
     text = repro.script(finding)
+    assert repro.script(dataclasses.replace(finding, detail="")) == text  # the script reads Finding.data, never the prose
     clean, planted = tmp_path / "clean.py", tmp_path / "planted.py"
     clean.write_text(text)
     planted.write_text(planting(op, kernel) + text)
@@ -288,6 +293,38 @@ def test_the_planted_findings_repro_exits_1_with_the_plant_and_0_without(plant, 
     assert runs["clean.py"].returncode == 0, runs["clean.py"].stdout + runs["clean.py"].stderr
 
 
+def test_a_reduction_script_reads_where_the_batch_went_from_the_record_not_the_prose(plant, tmp_path):
+    """The rows per batch and the side the batch dim went to come from ``Finding.data``: blanked prose changes nothing."""
+    from torchsleuth.judge.plugin import decode_detail
+    from torchsleuth.oracles.sizes.detail import Detail
+
+    plant("amax", amax_wrong_past_eight_rows)
+    finding = dataclasses.replace(next(f for o in deep_outcomes("amax", "float32", samples=0) for f in o.findings), detail="")
+    detail = decode_detail(Detail, finding)
+    assert detail.reduction and detail.sizes == lengths.row_counts("cpu")
+    assert "a batch of 9 rows (outermost in memory)" in detail.wrong
+    text = repro.script(finding)
+    assert f"FRONT = {detail.front!r}" in text and f"ROWS = {detail.sizes!r}" in text
+    clean, planted = tmp_path / "clean.py", tmp_path / "planted.py"
+    clean.write_text(text)
+    planted.write_text(planting("amax", amax_wrong_past_eight_rows) + text)
+    runs = {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted)}
+    assert runs["planted.py"].returncode == 1 and "BUG PRESENT" in runs["planted.py"].stdout, runs["planted.py"].stdout + runs["planted.py"].stderr
+    assert runs["clean.py"].returncode == 0, runs["clean.py"].stdout + runs["clean.py"].stderr
+
+
+def test_a_finding_without_its_record_gets_a_script_that_says_so():
+    from torchsleuth.judge.records import Finding
+    from torchsleuth.run.records import CallSpec
+
+    call = CallSpec(function="torch.exp2", args_src="T['input']", kwargs_src="", variant="functional", tensors=())
+    finding = Finding(id="f-1", kind="size_variance", op="aten.exp2.default", opinfo="exp2", variant="functional", dtype="float32",
+                      device="cpu", reference="size", case_id="exp2|functional|float32|cpu|s0|contiguous|@sizes", layouts=(),
+                      summary="exp2 gives an element another value", mismatch=None, call=call, detail="rows stacked along a new first dim; ")
+    text = repro.script(finding)
+    assert "carries no record" in text and "sys.exit(2)" in text
+
+
 # --- clean --------------------------------------------------------------------------------------
 
 CLEAN = ("sin", "sigmoid", "add", "mul", "clamp", "where", "nn.functional.gelu", "abs", "sum", "amax", "argmax", "mean")
@@ -296,13 +333,13 @@ CLEAN = ("sin", "sigmoid", "add", "mul", "clamp", "where", "nn.functional.gelu",
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int64"])
 def test_real_kernels_are_clean(dtype, monkeypatch):
     judged_in = set()
-    compare = sizes._Check.compare
+    compare = judging.Check.compare
 
     def spied(self, place, *args, **kwargs):
         judged_in.add(place.kind)
         return compare(self, place, *args, **kwargs)
 
-    monkeypatch.setattr(sizes._Check, "compare", spied)
+    monkeypatch.setattr(judging.Check, "compare", spied)
     outcomes = [o for op in CLEAN for o in deep_outcomes(op, dtype, samples=2)]
     assert not [f.summary for o in outcomes for f in o.findings]
     assert not [o.reason for o in outcomes if o.status == "error" or (o.status == "pass" and "raised" in o.reason)]  # no form dropped

@@ -6,7 +6,8 @@ import gc
 
 import torch
 
-from torchsleuth.sweep import _IMPORTED, load_imports
+from torchsleuth.run.imports import IMPORTED as _IMPORTED
+from torchsleuth.run.imports import load_imports
 
 PLANT = """
 import warnings

@@ -3,7 +3,7 @@
 Design note. A unit is every case of one op and dtype on one device. The
 worker makes the op's samples once (on the CPU, seeded), picks
 ``config.samples`` of them spread over the list, and for each sample plans
-its cases (cases.plan), runs each (run.call), and judges it (judge.oracles).
+its cases (cases.plan), runs each (run.call), and judges it (judge.verdict).
 References are shared by the cases of a sample that see the same values.
 
 It yields ``("begin", case_id)`` before each case and ``("outcome",
@@ -22,15 +22,17 @@ from typing import Iterator
 
 import torch
 
-from . import deep
 from .cases import opinfo
 from .cases.plan import cases_for, spread
 from .cases.records import Case, Unit
 from .config import SweepConfig
 from .judge.isolation import isolation_outcome
-from .judge.oracles import judge, one_line
+from .judge.calls import functional_of as _functional
+from .judge.verdict import judge, one_line
+from .judge.plugin import BUILTIN, Registry, Subject
 from .judge.records import Outcome
 from .run import call, edits, tree
+from .run.samples import samples_of
 from .run.evidence import Evidence
 from .run.facts import of_references as facts_of
 from .run.facts import facts as read_facts
@@ -39,13 +41,10 @@ from .run.references import References, base_case
 
 Event = tuple[str, object]
 
-# Values a random in-place op's self is filled with before its two runs:
-# an element that keeps its fill in both runs was never written.
-_PREFILL = {True: (float("nan"), 1234.5), False: (7, 11)}
-
-
-def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset(), *, only: str | None = None) -> Iterator[Event]:
-    """Every case of ``unit`` not in ``skip`` (only the case ``only``, when given)."""
+def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset(), *, only: str | None = None,
+             oracles: Registry = BUILTIN) -> Iterator[Event]:
+    """Every case of ``unit`` not in ``skip`` (only the case ``only``, when given); ``oracles`` plans and judges the
+    cases of the oracle plug-ins ``config.oracles`` names."""
     entry = opinfo.get(unit.op)
     dtype = getattr(torch, unit.dtype)
     functions = opinfo.functions(entry)
@@ -54,11 +53,11 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
     override = opinfo.tolerance_override(entry, torch.device(unit.device).type, dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        samples = _samples(unit.op, unit.dtype)  # cached: the shrink stage asks again in this worker
+        samples = samples_of(unit.op, unit.dtype)  # cached: the shrink stage asks again in this worker
         for index in _chosen(samples, config.samples):
             if only is not None and Case.parse(only).sample != index:
                 continue
-            yield from _run_sample(unit, config, entry, functions, variants, samples[index], index, override, skip, only)
+            yield from _run_sample(unit, config, entry, functions, variants, samples[index], index, override, skip, only, oracles)
 
 
 # A worker's exit status when torchsleuth failed on a case (see run_unit).
@@ -99,7 +98,7 @@ def _reference_maker(functions: dict, sample, dtype: str):
     return references
 
 
-def _run_sample(unit, config, entry, functions, variants, sample, index, override, skip, only) -> Iterator[Event]:
+def _run_sample(unit, config, entry, functions, variants, sample, index, override, skip, only, oracles) -> Iterator[Event]:
     references = _reference_maker(functions, sample, unit.dtype)
     inputs = tree.call_leaves(*call.sample_call(sample, "cpu"))
     for variant in variants:
@@ -111,13 +110,14 @@ def _run_sample(unit, config, entry, functions, variants, sample, index, overrid
         if tensors is None:
             yield from _skipped(unit, variant, index, written, skip, only)
             continue
-        planned = cases_for(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, tensors=tensors, layouts=config.layouts, written=written)
-        for case in [*planned, *deep.cases_for(config.oracles, unit, variant, index)]:
+        planned = cases_for(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, tensors=tensors,
+                            layouts=config.layouts, written=written)
+        for case in [*planned, *oracles.cases_for(config.oracles, unit, variant, index)]:
             if case.id in skip or (only is not None and case.id != only):
                 continue
             yield "begin", case.id
             try:
-                outcome = _run_case(case, entry, functions[variant], sample, references, override)
+                outcome = _run_case(case, entry, functions[variant], sample, references, override, oracles)
             except Exception as e:  # a bug in torchsleuth, not in the op: shown apart
                 outcome = Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")
                 if config.workers > 0 and only is None:
@@ -155,7 +155,7 @@ def describe(unit: Unit, config: SweepConfig, case_id: str):
     functions = opinfo.functions(entry)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sample = edits.apply(_samples(case.op, case.dtype)[case.sample], case.edits)
+        sample = edits.apply(samples_of(case.op, case.dtype)[case.sample], case.edits)
         references = _reference_maker(functions, sample, case.dtype)
 
         # the case's own references are not needed, and may be what crashes: only the
@@ -166,7 +166,7 @@ def describe(unit: Unit, config: SweepConfig, case_id: str):
         return call.call_spec(prepared, ran, opinfo.public_name(entry, case.variant))
 
 
-def run_case(case: Case) -> Outcome:
+def run_case(case: Case, oracles: Registry = BUILTIN) -> Outcome:
     """One case, whatever its layouts and edits: the shrinker's and the diagnosis's replays.
 
     Made from scratch (its own references), so a replay shares nothing with
@@ -180,27 +180,15 @@ def run_case(case: Case) -> Outcome:
         return Outcome(case=case, status="skip", reason=f"{case.op} has no {case.variant} variant in {case.dtype} on {device_type}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        samples = _samples(case.op, case.dtype)
+        samples = samples_of(case.op, case.dtype)
         if case.sample >= len(samples):
             return Outcome(case=case, status="skip", reason=f"{case.op} has {len(samples)} samples in {case.dtype}")
         try:
             sample = edits.apply(samples[case.sample], case.edits)
             return _run_case(case, entry, functions[case.variant], sample, _reference_maker(functions, sample, case.dtype),
-                             opinfo.tolerance_override(entry, device_type, dtype))
+                             opinfo.tolerance_override(entry, device_type, dtype), oracles)
         except Exception as e:
             return Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")
-
-
-def samples_of(op: str, dtype: str) -> list:
-    """The op's samples in ``dtype`` (cached: the shrinker asks for them again and again)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return _samples(op, dtype)
-
-
-@functools.lru_cache(maxsize=4)
-def _samples(op: str, dtype: str) -> list:
-    return opinfo.samples(opinfo.get(op), getattr(torch, dtype))
 
 
 def _where(error: BaseException) -> str:
@@ -216,11 +204,6 @@ class _NoReference(Exception):
     def __init__(self, error):
         super().__init__(str(error))
         self.error = error
-
-
-def _functional(case: Case) -> Case:
-    keep = tuple((p, l) for p, l in case.layouts if not p.startswith("grad_output"))
-    return dataclasses.replace(case, variant="functional", layouts=keep, oracle="")
 
 
 def _planned_tensors(variant, inputs, references, unit, index):
@@ -256,15 +239,17 @@ def _prepare(case: Case, function, sample, references) -> tuple[call.Prepared, R
     refs = references(case)
     if not refs.contiguous.ok:
         raise _NoReference(refs.contiguous.error)
-    reference_result = refs.contiguous.value if case.variant == "out" else references(_functional(case)).contiguous.value if case.variant == "backward" else None
+    reference_result = (refs.contiguous.value if case.variant == "out"
+                        else references(_functional(case)).contiguous.value if case.variant == "backward" else None)
     return call.prepare(case, function, sample, reference_result=reference_result, grad_seed=case.sample), refs
 
 
-def _run_case(case: Case, entry, function, sample, references, override) -> Outcome:
+def _run_case(case: Case, entry, function, sample, references, override, oracles: Registry) -> Outcome:
     start = time.perf_counter()
     if case.oracle:
-        subject = deep.Subject(case=case, entry=entry, function=function, sample=sample, references=references, override=override)
-        return dataclasses.replace(deep.run(subject), seconds=time.perf_counter() - start)
+        subject = Subject(case=case, entry=entry, function=function, sample=sample, references=references, override=override,
+                          replay=functools.partial(run_case, oracles=oracles))
+        return dataclasses.replace(oracles.run(subject), seconds=time.perf_counter() - start)
     try:
         prepared, refs = _prepare(case, function, sample, references)
     except _NoReference as e:
@@ -290,7 +275,7 @@ def _prefilled_runs(case, function, sample):
     """
     runs = []
     dtype = getattr(torch, case.dtype)
-    fills = (False, True) if dtype == torch.bool else _PREFILL[dtype.is_floating_point or dtype.is_complex]
+    fills = call.prefills(dtype)  # what self is filled with before each run (run.call.PREFILLS)
     for fill in fills:
         prepared = call.prepare(case, function, sample)
         with torch.no_grad():

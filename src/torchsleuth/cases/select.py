@@ -9,8 +9,8 @@ import torch
 
 from .. import dtypes as dtype_names
 from ..errors import UsageError
-from . import opinfo
-from .records import LAYOUTS, VARIANTS, OpSpec, Unit
+from . import layouts, opinfo
+from .records import VARIANTS, OpSpec, Unit
 
 
 def _split(text: str) -> list[str]:
@@ -57,21 +57,21 @@ def resolve_names(text: str | None, allowed: tuple[str, ...], what: str, default
 
 
 def resolve_layouts(text: str | None) -> tuple[str, ...]:
-    chosen = resolve_names(text, LAYOUTS, "layout", LAYOUTS)
-    return chosen if "contiguous" in chosen else ("contiguous", *chosen)
+    known = tuple(layout.name for layout in layouts.ALL)  # the table as it is now, not records.LAYOUTS's copy
+    chosen = resolve_names(text, known, "layout", known)
+    return chosen if layouts.CONTIGUOUS in chosen else (layouts.CONTIGUOUS, *chosen)
 
 
 def resolve_variants(text: str | None) -> tuple[str, ...]:
     return resolve_names(text, VARIANTS, "variant", VARIANTS)
 
 
-def resolve_oracles(text: str | None) -> tuple[str, ...]:
-    """The deeper oracles named; ``all`` is every one but ``large``, which moves gigabytes a probe (``--large``)."""
-    from .. import deep
-
-    known = tuple(deep.available())
+def resolve_oracles(text: str | None, oracles) -> tuple[str, ...]:
+    """The oracle plug-ins named, of the registry ``oracles`` (judge.plugin.Registry); ``all`` is every one but
+    those of cost ``large``, which move gigabytes a probe (``--large``)."""
+    known = oracles.names()
     if text is not None and text.strip() == "all":
-        return tuple(name for name in known if name != "large")
+        return tuple(name for name in known if oracles.get(name).cost != "large")
     return resolve_names(text, known, "oracle", ())
 
 

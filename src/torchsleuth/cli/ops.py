@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import config as config_module
-from .. import deep
 from ..cases import layouts
 from ..cases.records import DEFAULT_DTYPES, VARIANTS
 from ..errors import ExitCode, UsageError
-from .arguments import command, count, cpus, creatable_dir, imports as load, seconds, writable_file
+from ..judge.plugin import BUILTIN
+from .arguments import command, count, cpus, imports as load, seconds
 
 EPILOG = f"""\
 layouts (--layouts, comma-separated; default all):
@@ -26,7 +26,7 @@ references: every case is judged against the same call on contiguous tensors
 and, off the CPU, against the CPU (device). Contracts need no reference.
 
 deeper oracles (--oracles; each adds its own cases to the sweep):
-{chr(10).join(f"  {name:<17} {text}" for name, text in deep.available().items())}
+{chr(10).join(f"  {name:<17} {text}" for name, text in BUILTIN.available().items())}
 
 after the sweep every finding is replayed (one that does not recur is flaky,
 not a bug), shrunk to its smallest failing case (the repro is written from
@@ -94,7 +94,7 @@ def run(args) -> int:
     dtypes = select.resolve_dtypes(args.dtypes, DEFAULT_DTYPES)
     layouts_ = select.resolve_layouts(args.layouts)
     variants = select.resolve_variants(args.variants)
-    oracles = select.resolve_oracles(args.oracles)
+    oracles = select.resolve_oracles(args.oracles, BUILTIN)
     device = devices.parse(args.device)
     oracles = _deep_flags(args, oracles, device)
     imports = load(args.imports)
@@ -116,65 +116,26 @@ def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
     if args.compile and "compile" not in oracles:
         oracles += ("compile",)
     if args.large and "large" not in oracles:
-        oracles += ("large",) if args.large == "all" else (_large_forms(args.large),)
+        # --large rows,index: the large oracle with those forms only (checked here, carried in the oracle's name)
+        oracles += ("large",) if args.large == "all" else (BUILTIN.with_option("large", args.large),)
     if args.cpu_capabilities is None and "capability" not in oracles:
         return oracles
-    from ..deep import capability
-
     if device != "cpu":
         raise UsageError(f"the capability oracle compares the CPU's kernels; it cannot run with --device {device}")
-    chosen = "capability:" + ",".join(capability.resolve(args.cpu_capabilities))  # checked here, carried in the config
+    chosen = BUILTIN.with_option("capability", args.cpu_capabilities)  # checked here, carried in the config
     return (*(o for o in oracles if o != "capability"), chosen)
 
 
-def _large_forms(text: str) -> str:
-    """``--large rows,index``: the large oracle with those forms only (checked here, carried in the oracle's name)."""
-    from ..deep.large import chosen_forms
-
-    return "large:" + ",".join(chosen_forms(text, "--large form"))
-
-
-def writable_outputs(out: Path, json_path: str | None, junit_path: str | None = None) -> None:
-    """Refuse, before any work and without creating anything, output paths that cannot be written."""
-    if not creatable_dir(out):
-        raise UsageError(f"cannot write to --out {str(out)!r}: give a writable directory (it is made if missing)")
-    for flag, path in (("--json", json_path), ("--junit", junit_path)):
-        if path:
-            writable_file(path, flag)
-
-
 def finish(config, *, out: Path, db: str | None, json_path: str | None, progress: bool, junit_path: str | None = None) -> int:
-    """Run the sweep, write what it found, print the summary; the exit status."""
-    from ..report import terminal
-    from ..report.outputs import write_outputs
-    from ..sweep import sweep, worker_log
+    """Run the sweep (it writes the outputs), print the summary; the exit status."""
+    from ..report import outputs, terminal
+    from ..sweep import sweep
 
-    writable_outputs(out, json_path, junit_path)
-    db = db or str(out / "runs.db")
-    result = sweep(config, db=db, progress=terminal.TerminalProgress(enabled=progress))
-    groups, written = write_outputs(result, out=out, json_path=json_path)
-    if junit_path:
-        _write_junit(junit_path, result, groups, db)
-        written["junit"] = junit_path
-    written["database"] = f"{db} (run {result.run.id})"
-    log = Path(worker_log(db))
-    if log.is_file() and log.stat().st_size:
-        written["worker output"] = f"{log} (what kernels printed: device asserts, crash traces)"
-    terminal.summary(result, groups=groups, written=written)
+    outputs.check(out=out, json=json_path, junit=junit_path)
+    result = sweep(config, db=db or str(out / "runs.db"), progress=terminal.TerminalProgress(enabled=progress),
+                   out=out, json=json_path, junit=junit_path)
+    terminal.summary(result, written=result.written)
     return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
-
-
-def _write_junit(path: str, result, groups, db: str) -> None:
-    from ..report import junit, view
-    from ..store.sqlite import Store
-
-    # the test cases list every case, which only the store holds (the result has counts)
-    store = Store(db)
-    try:
-        rows = store.outcome_rows(result.run.id)
-    finally:
-        store.close()
-    junit.write(path, view.build(result, groups), view.tallies(rows))
 
 
 def _list(ops, device: str) -> int:

@@ -11,7 +11,8 @@ wraps any call of the op as run.evidence's ``Evidence``, so
 float64 runs behind the slack are made only when a comparison fails
 without it.
 
-Also here: a finding in the judge's form (id a stable hash of case id, kind
+Also here: how an oracle makes a case's call as the engine would
+(``make_call``, ``functional_of``), a finding in the judge's form (id a stable hash of case id, kind
 and reference), how far apart two floats are in units in the last place,
 and whether a difference changes the class of a value (NaN against a
 number, an infinity against a finite value, the sign of a zero).
@@ -26,10 +27,11 @@ from typing import Any
 import torch
 
 from ..cases.records import Case
-from ..judge import compare as cmp
-from ..judge.context import Context
-from ..judge.oracles import one_line
-from ..judge.records import Finding, Mismatch, Outcome
+from . import compare as cmp
+from .context import Context
+from .verdict import one_line
+from .records import Finding, Mismatch, Outcome
+from .values import class_change, ulps  # noqa: F401 (defined in judge.values; re-exported for the oracles)
 from ..run import call, tree
 from ..run.evidence import Evidence
 from ..run.facts import facts as read_facts
@@ -101,55 +103,34 @@ class Judged:
 
 
 def finding(case: Case, *, kind: str, reference: str, op: str, summary: str, mismatch: Mismatch | None,
-            call_spec=None, detail: str = "") -> Finding:
+            call_spec=None, detail: str = "", data: str = "") -> Finding:
     digest = hashlib.sha256(f"{case.id}|{kind}|{reference}".encode()).hexdigest()[:10]
     return Finding(
         id=f"f-{digest}", kind=kind, op=op or case.op, opinfo=case.op, variant=case.variant, dtype=case.dtype,
         device=case.device, reference=reference, case_id=case.id, layouts=case.layouts, summary=summary,
-        mismatch=mismatch, call=call_spec, detail=detail,
+        mismatch=mismatch, call=call_spec, detail=detail, data=data,
     )
-
-
-# --- bits -------------------------------------------------------------------------------------------
-
-
-def ulps(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Elementwise distance in units in the last place of ``a``'s dtype (floats; complex: the larger part).
-
-    NaNs and infinities are 0 against a value of their own class and are
-    not measured otherwise (class changes are told apart by ``class_change``).
-    """
-    a, b = a.detach().cpu(), b.detach().cpu().to(a.dtype)
-    if a.is_complex():
-        return torch.maximum(ulps(a.real, b.real), ulps(a.imag, b.imag))
-    if not a.is_floating_point():
-        return (a.to(torch.int64) - b.to(torch.int64)).abs()
-    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-    ia, ib = _ordered(a.contiguous().view(bits).to(torch.int64), bits), _ordered(b.contiguous().view(bits).to(torch.int64), bits)
-    distance = (ia - ib).abs()
-    finite = torch.isfinite(a) & torch.isfinite(b)
-    return torch.where(finite, distance, torch.zeros_like(distance))
-
-
-def _ordered(i: torch.Tensor, bits: torch.dtype) -> torch.Tensor:
-    """Sign-magnitude integers as ordered ones: -0 and +0 both 0, and adjacent floats 1 apart."""
-    width = torch.iinfo(bits).bits
-    magnitude = i & ((1 << (width - 1)) - 1)
-    return torch.where(i < 0, 0 - magnitude, magnitude)
-
-
-def class_change(a: torch.Tensor, e: torch.Tensor, *, signed_zero: bool = True) -> torch.Tensor:
-    """Elementwise: a NaN against a number, an infinity against anything else, or (``signed_zero``) +0 against -0."""
-    a, e = a.detach().cpu(), e.detach().cpu().to(a.dtype)
-    if a.is_complex():
-        return class_change(a.real, e.real, signed_zero=signed_zero) | class_change(a.imag, e.imag, signed_zero=signed_zero)
-    if not a.is_floating_point():
-        return a != e
-    changed = (torch.isnan(a) != torch.isnan(e)) | (torch.isinf(a) & (a != e)) | (torch.isinf(e) & (a != e))
-    if signed_zero:
-        changed |= (a == 0) & (e == 0) & (torch.signbit(a) != torch.signbit(e))
-    return changed
 
 
 def leaves(value: Any) -> cmp.Leaves:
     return cmp.flatten(value)
+
+
+def make_call(case: Case, function, sample, functional_result=None) -> call.Prepared:
+    """``case``'s call (its layouts applied) on ``sample``, as the engine prepares the same case without oracle.
+
+    The prepared call keeps ``case`` itself, oracle and all: findings take their case id from it.
+    """
+    prepared = call.prepare(plain_oracle(case), function, sample, reference_result=functional_result, grad_seed=case.sample)
+    return dataclasses.replace(prepared, case=case)
+
+
+def plain_oracle(case: Case) -> Case:
+    """The case without its oracle: the same call, judged by the references and contracts."""
+    return dataclasses.replace(case, oracle="")
+
+
+def functional_of(case: Case) -> Case:
+    """The functional case whose result shapes a backward case's output gradients."""
+    keep = tuple((path, layout) for path, layout in case.layouts if not path.startswith("grad_output"))
+    return dataclasses.replace(case, variant="functional", layouts=keep, oracle="")

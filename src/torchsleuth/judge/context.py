@@ -139,14 +139,14 @@ class Context:
 
     # --- findings ----------------------------------------------------------------------------
 
-    def report(self, kind: str, reference: str, summary: str, mismatch: Mismatch | None = None, detail: str = "") -> None:
+    def report(self, kind: str, reference: str, summary: str, mismatch: Mismatch | None = None, detail: str = "", data: str = "") -> None:
         digest = hashlib.sha256(f"{self.case.id}|{kind}|{reference}".encode()).hexdigest()[:10]
         self.findings.append(
             Finding(
                 id=f"f-{digest}", kind=kind, op=self.ev.op or self.case.op, opinfo=self.case.op,
                 variant=self.case.variant, dtype=self.case.dtype, device=self.case.device, reference=reference,
                 case_id=self.case.id, layouts=self.case.layouts, summary=summary, mismatch=mismatch,
-                call=self.ev.call_spec(), detail=detail,
+                call=self.ev.call_spec(), detail=detail, data=data,
             )
         )
 

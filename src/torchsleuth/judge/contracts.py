@@ -155,12 +155,14 @@ def _random_fill(ctx: Context, targets: list[str]) -> None:
                 ctx.report(
                     "random_coverage", "contract",
                     f"random in-place {ctx.short()} on {ctx.describe(path)} self leaves {count} of {values.numel()} element(s) unwritten",
-                    Mismatch(path=path, attribute="values", expected="every element drawn", actual=f"{count} kept their old value", mismatched=count, numel=values.numel()),
+                    Mismatch(path=path, attribute="values", expected="every element drawn", actual=f"{count} kept their old value",
+                             mismatched=count, numel=values.numel()),
                 )
                 continue
             if not bool(bits_equal(values, other).all()):
                 mismatch = cmp.compare_leaf(path, values, other, tolerance=ctx.tolerance, bitwise=True)
-                ctx.report("nondeterministic", "determinism", f"{ctx.name()} draws different values from the same seed on {ctx.describe(path)} {path}", mismatch)
+                ctx.report("nondeterministic", "determinism",
+                           f"{ctx.name()} draws different values from the same seed on {ctx.describe(path)} {path}", mismatch)
                 continue
         problem = random_oracle.implausible(ctx.facts.op, values, ev.prepared.args, ev.prepared.kwargs)
         if problem:

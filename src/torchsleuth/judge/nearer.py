@@ -15,8 +15,8 @@ import math
 
 import torch
 
-from ..judge import compare as cmp
-from ..judge.records import Mismatch
+from . import compare as cmp
+from .records import Mismatch
 
 
 def clause(refs, mismatch: Mismatch, path: str, sides: dict[str, object], *, reference: str = "float64") -> str:

@@ -109,7 +109,10 @@ class Finding:
     summary: str  # one sentence in the user's terms
     mismatch: Mismatch | None = None
     call: CallSpec | None = None
-    detail: str = ""  # what else the oracle knows (a crash's signal, a hang's timeout)
+    detail: str = ""  # what else the oracle knows, for a reader (a crash's signal, a hang's timeout)
+    # an oracle plug-in's Detail record as JSON (judge.plugin.encode_detail): what its repro
+    # script reads back; never parsed out of ``detail``'s prose
+    data: str = ""
 
     @property
     def name(self) -> str:

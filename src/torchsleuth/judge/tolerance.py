@@ -109,7 +109,8 @@ def table(dtype: torch.dtype, override: tuple[float, float] | None = None) -> To
     return Tolerance(atol=atol, rtol=rtol)
 
 
-CONVOLUTIONS = frozenset({"convolution", "_convolution", "cudnn_convolution", "cudnn_convolution_transpose", "convolution_backward", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"})
+CONVOLUTIONS = frozenset({"convolution", "_convolution", "cudnn_convolution", "cudnn_convolution_transpose", "convolution_backward",
+                          "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"})
 _MATMULS = frozenset({"mm", "bmm", "addmm", "addbmm", "baddbmm", "matmul", "addmv", "mv", "linear", "_addmm_activation"})
 
 

@@ -1,4 +1,4 @@
-"""The oracles: what "wrong" means for one case, as findings.
+"""The verdict of the references and contracts: what "wrong" means for one case, as findings.
 
 Design note. ``judge`` looks at a case's evidence (run.evidence) and applies,
 in order:

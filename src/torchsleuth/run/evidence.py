@@ -20,7 +20,8 @@ from .trace import Trace
 
 
 class Evidence:
-    def __init__(self, prepared: call.Prepared, ran: call.Ran, refs: References, facts: Facts, *, function_name: str, second: call.Ran | None = None, prefill: tuple = ()):
+    def __init__(self, prepared: call.Prepared, ran: call.Ran, refs: References, facts: Facts, *, function_name: str,
+                 second: call.Ran | None = None, prefill: tuple = ()):
         self.case = prepared.case
         self.prepared = prepared
         self.ran = ran

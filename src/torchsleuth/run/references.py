@@ -162,5 +162,5 @@ def _with_tensors(prepared: call.Prepared, tensors: tree.Tensors) -> call.Prepar
 def base_case(case: Case) -> Case:
     """The case whose contiguous call is ``case``'s reference: same values, every tensor contiguous."""
     family = "backward" if case.variant == "backward" else "functional"
-    keep = tuple((p, l) for p, l in case.layouts if l in layouts.VALUE_CHANGING and not p.startswith("out"))
+    keep = tuple((path, layout) for path, layout in case.layouts if layout in layouts.VALUE_CHANGING and not path.startswith("out"))
     return dataclasses.replace(case, variant=family, layouts=keep, oracle="")

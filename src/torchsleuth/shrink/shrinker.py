@@ -182,7 +182,7 @@ def candidates(case: Case) -> Iterator[Case]:
 
 def _smaller_samples(case: Case, sample) -> Iterator[Case]:
     """Other samples of the op with fewer elements, with the case's edits carried over and without."""
-    from ..engine import samples_of
+    from ..run.samples import samples_of
 
     samples = samples_of(case.op, case.dtype)
     size = edits.elements(sample)
@@ -215,7 +215,7 @@ def _layouts_that_fit(case: Case, sample) -> tuple | None:
 
 
 def _sample(case: Case):
-    from ..engine import samples_of
+    from ..run.samples import samples_of
 
     return edits.apply(samples_of(case.op, case.dtype)[case.sample], case.edits)
 

@@ -26,7 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+import functools
+
 from ..config import SweepConfig
+from ..engine import device_works, run_case
+from ..judge.plugin import BUILTIN, Registry
 from ..judge.records import Finding
 from ..run.pool import Callbacks, DeviceLost, Pool
 from . import shrinker
@@ -50,7 +54,8 @@ class Job:
     shrunk: tuple[Finding, ...] = ()
 
 
-def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | None = None, pool: Pool | None = None) -> None:
+def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | None = None, pool: Pool | None = None,
+                    oracles: Registry = BUILTIN) -> None:
     """Shrink every finding of run ``run_id`` that the store has no result for."""
     done = store.shrunk(run_id)
     todo = [f for f in store.findings(run_id) if f.id not in done]
@@ -59,10 +64,12 @@ def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | Non
         jobs.setdefault(f"{finding.opinfo}|{finding.dtype}|{finding.device}", []).append(finding)
     _run([Job(key=k, findings=tuple(v)) for k, v in jobs.items()], _shrink_work, config,
          _recorder(store.add_shrunk, run_id, "shrinking", len(todo), step),
-         failed=lambda f, how: Shrunk(finding=f.id, status="kept", case_id=f.case_id, reason=f"replaying it {how}"), pool=pool)
+         failed=lambda f, how: Shrunk(finding=f.id, status="kept", case_id=f.case_id, reason=f"replaying it {how}"), pool=pool,
+         oracles=oracles)
 
 
-def diagnose_groups(config: SweepConfig, store, run_id: int, groups, findings: list[Finding], *, step: Step | None = None, pool: Pool | None = None) -> None:
+def diagnose_groups(config: SweepConfig, store, run_id: int, groups, findings: list[Finding], *, step: Step | None = None,
+                    pool: Pool | None = None, oracles: Registry = BUILTIN) -> None:
     """Diagnose each of ``groups`` not diagnosed yet, from its first shrunk finding."""
     shrunk = store.shrunk(run_id)
     by_id = {f.id: f for f in findings}
@@ -72,7 +79,8 @@ def diagnose_groups(config: SweepConfig, store, run_id: int, groups, findings: l
         first = next((by_id[i] for i in g.findings if _diagnosable(shrunk.get(i))), None)
         if g.id not in diagnosed and first is not None:
             jobs.append(Job(key=g.id, findings=(first,), groups=(g.id,), shrunk=(shrunk[first.id].replay,)))
-    _run(jobs, _diagnose_work, config, _recorder(store.add_diagnosis, run_id, "diagnosing", len(jobs), step), failed=None, pool=pool)
+    _run(jobs, _diagnose_work, config, _recorder(store.add_diagnosis, run_id, "diagnosing", len(jobs), step), failed=None, pool=pool,
+         oracles=oracles)
 
 
 def _recorder(add, run_id: int, name: str, total: int, step: Step | None):
@@ -93,7 +101,7 @@ def _diagnosable(shrunk: Shrunk | None) -> bool:
     return shrunk is not None and shrunk.status == "shrunk" and shrunk.replay is not None
 
 
-def _run(jobs: list[Job], work, config: SweepConfig, record, *, failed, pool: Pool | None) -> None:
+def _run(jobs: list[Job], work, config: SweepConfig, record, *, failed, pool: Pool | None, oracles: Registry) -> None:
     """Every job through ``work`` (in ``pool``, or here when ``config.workers`` is 0).
 
     ``failed(finding, how)`` is what a finding gets when its job failed. The
@@ -119,7 +127,7 @@ def _run(jobs: list[Job], work, config: SweepConfig, record, *, failed, pool: Po
         for job in jobs:
             begun = None
             try:
-                for kind, payload in work(job, config, frozenset(), None):
+                for kind, payload in work(job, config, frozenset(), None, oracles=oracles):
                     if kind == "begin":
                         begun = payload
                     elif kind == "outcome":
@@ -144,13 +152,14 @@ def _run(jobs: list[Job], work, config: SweepConfig, record, *, failed, pool: Po
     ))
 
 
-def work(job: Job, config: SweepConfig, skip: frozenset[str], only: str | None) -> Iterator[tuple[str, object]]:
+def work(job: Job, config: SweepConfig, skip: frozenset[str], only: str | None, *,
+         oracles: Registry = BUILTIN) -> Iterator[tuple[str, object]]:
     """A worker's part of the stage: a diagnosis job (it names groups) or a shrink job."""
-    return (_diagnose_work if job.groups else _shrink_work)(job, config, skip, only)
+    return (_diagnose_work if job.groups else _shrink_work)(job, config, skip, only, oracles=oracles)
 
 
-def _shrink_work(job: Job, config: SweepConfig, skip: frozenset[str], only: str | None) -> Iterator[tuple[str, object]]:
-    from ..engine import run_case
+def _shrink_work(job: Job, config: SweepConfig, skip: frozenset[str], only: str | None, *,
+                 oracles: Registry) -> Iterator[tuple[str, object]]:
     from .shrinker import shrink
 
     healthy = _health(config)
@@ -158,14 +167,14 @@ def _shrink_work(job: Job, config: SweepConfig, skip: frozenset[str], only: str 
         if finding.id in skip or (only is not None and finding.id != only):
             continue
         yield "begin", finding.id
-        result = shrink(finding, run_case, healthy=healthy)
+        result = shrink(finding, functools.partial(run_case, oracles=oracles), healthy=healthy)
         yield "outcome", result
         if result.reason.startswith(LOST):
             raise DeviceLost(result.reason)  # the pool starts a fresh worker for the rest of the job
 
 
-def _diagnose_work(job: Job, config: SweepConfig, skip: frozenset[str], only: str | None) -> Iterator[tuple[str, object]]:
-    from ..engine import run_case
+def _diagnose_work(job: Job, config: SweepConfig, skip: frozenset[str], only: str | None, *,
+                   oracles: Registry) -> Iterator[tuple[str, object]]:
     from .diagnose import diagnose
 
     healthy = _health(config)
@@ -174,13 +183,11 @@ def _diagnose_work(job: Job, config: SweepConfig, skip: frozenset[str], only: st
             continue
         yield "begin", finding.id
         try:
-            yield "outcome", diagnose(group, finding, shrunk, run_case, dtypes=config.dtypes, healthy=healthy)
+            yield "outcome", diagnose(group, finding, shrunk, functools.partial(run_case, oracles=oracles), dtypes=config.dtypes, healthy=healthy)
         except shrinker.DeviceLost as e:
             yield "outcome", None  # no diagnosis: a neighbour took the device down
             raise DeviceLost(str(e)) from None
 
 
 def _health(config: SweepConfig):
-    from ..engine import device_works
-
     return lambda: device_works(config.device)

@@ -1,6 +1,6 @@
 """The aliasings the ``alias`` oracle makes: which forms a call allows, and the aliased call itself.
 
-Design note. Pure construction, nothing judged here (deep.alias judges).
+Design note. Pure construction, nothing judged here (oracle.py judges).
 A ``Form`` names one aliasing of one call: the written tensor (self, or an
 out= path) and the read one that shares its memory; its oracle name
 ``alias:<form>:<written>=<read>`` replays it. ``applicable`` says which
@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from ..cases import layouts
-from ..judge.context import changed
-from ..run import call, tree
+from ...cases import layouts
+from ...judge.context import changed
+from ...run import call, tree
 
 # How each form reads after the op's name; {written} and {read} are argument paths.
 FORMS = {

@@ -52,8 +52,10 @@ values cannot be compared (random, uninitialized, storage-defined: see
 run.facts) are skipped.
 
 One finding per case, kind ``alias_mismatch`` against the ``alias``
-reference: wrong values first, else writes outside the written views. The
-repro script (deep.alias_script) rebuilds the aliased storage exactly.
+reference: wrong values first, else writes outside the written views. Its
+``Detail`` record (detail.py: the form, the worker's threads, the --import
+modules) is what the repro script (script.py) reads back; the script
+rebuilds the aliased storage exactly.
 """
 
 from __future__ import annotations
@@ -65,17 +67,22 @@ from typing import Any
 
 import torch
 
-from ..cases import opinfo
-from ..cases.records import VARIANT_WORDS, Case, Unit
-from ..judge import compare as cmp
-from ..judge.context import Context, changed
-from ..judge.oracles import one_line
-from ..judge.records import Finding, Mismatch, Outcome
-from ..run import call, tree
-from ..run.facts import STORAGE_DEFINED, Facts
-from ..run.facts import facts as read_facts
-from ..run.references import References
-from .alias_forms import Aliased, Form, Meta, aliased, applicable, metas, plain, unaliased
+from ...cases import opinfo
+from ...cases.records import VARIANT_WORDS, Case, Unit
+from ...judge import compare as cmp
+from ...judge.context import Context, changed
+from ...judge.verdict import one_line
+from ...judge.plugin import Oracle, encode_detail
+from ...judge.records import Finding, Mismatch, Outcome
+from ...run import call, tree
+from ...run.facts import STORAGE_DEFINED, Facts
+from ...run.facts import facts as read_facts
+from ...run.imports import loaded
+from ...run.references import References
+from ...run.samples import samples_of
+from .detail import Detail
+from .forms import Aliased, Form, Meta, aliased, applicable, metas, plain, unaliased
+from .script import script
 
 DESCRIPTION = ("aliased arguments (two outputs in one out= tensor, out= on or overlapping an input, "
                "in-place with another argument viewing self) must raise or give the unaliased result")
@@ -83,11 +90,9 @@ DESCRIPTION = ("aliased arguments (two outputs in one out= tensor, out= on or ov
 KIND, REFERENCE = "alias_mismatch", "alias"
 
 
-def plan(unit: Unit, variant: str, sample: int) -> list[str]:
+def plan(unit: Unit, variant: str, sample: int, option: str = "") -> list[str]:
     if variant not in ("inplace", "out"):
         return []
-    from ..engine import samples_of  # the engine imports deep/: late, and cached there
-
     s = samples_of(unit.op, unit.dtype)[sample]
     inputs = metas(tree.call_leaves(*call.sample_call(s, "cpu")))
     outputs = _outputmetas(unit.op, unit.dtype, sample) if variant == "out" else {}
@@ -99,8 +104,6 @@ def plan(unit: Unit, variant: str, sample: int) -> list[str]:
 @functools.lru_cache(maxsize=64)
 def _outputmetas(op: str, dtype: str, sample: int) -> dict[str, Meta] | None:
     """Shapes and dtypes of the functional result, from one call on the CPU (None: not all tensors)."""
-    from ..engine import samples_of
-
     s = samples_of(op, dtype)[sample]
     args, kwargs = call.sample_call(s, "cpu")
     args, kwargs = tree.replace_call(args, kwargs, {p: t.detach().clone() for p, t in tree.call_leaves(args, kwargs).items()})
@@ -161,7 +164,8 @@ def _judge(subject, form: Form) -> Outcome:
     prepared = made.prepared
     before = call.snapshot(prepared.tensors)
     meta = {p: call.metadata(t) for p, t in prepared.tensors.items()}
-    values = {p: prepared.tensors[p].detach().clone() for p in tree.call_leaves(prepared.args, {k: v for k, v in prepared.kwargs.items() if k != "out"})}
+    inputs_only = {k: v for k, v in prepared.kwargs.items() if k != "out"}
+    values = {p: prepared.tensors[p].detach().clone() for p in tree.call_leaves(prepared.args, inputs_only)}
     refs = base if case.variant == "out" else _references(subject, prepared, values)
     if not refs.contiguous.ok:
         return _skip(case, "the functional call on the aliased values raised: " + one_line(refs.contiguous.error), "raised")
@@ -191,7 +195,8 @@ def _judge(subject, form: Form) -> Outcome:
     except Exception as e:
         return _skip(case, f"the same call on unaliased copies raised ({one_line(e)}): aliasing cannot be blamed")
     if form.read in writes:  # two writes to one memory, both by contract: no single right answer
-        return _skip(case, f"the call writes {form.read} itself (unaliased too), so aliasing it with a written tensor has no single right answer")
+        return _skip(case, f"the call writes {form.read} itself (unaliased too), "
+                           "so aliasing it with a written tensor has no single right answer")
     plain_wrong = _wrong_values(ctx, _actual(case, plain, expected), expected, ())
     if wrong and plain_wrong:
         return _skip(case, f"the same call on unaliased copies is wrong too ({plain_wrong[0].describe()}): "
@@ -201,7 +206,9 @@ def _judge(subject, form: Form) -> Outcome:
     if not wrong and outside is None:
         return Outcome(case=case, status="pass", reason="writes outside the written views, aliased or not: not aliasing's bug")
     seen.op = _traced_op(form, subject, base.contiguous.value) or facts.op
-    ctx.report(KIND, REFERENCE, _summary(ctx, form, wrong, outside, shared), wrong[0] if wrong else outside, detail=_detail(form))
+    detail = _detail(form)
+    ctx.report(KIND, REFERENCE, _summary(ctx, form, wrong, outside, shared), wrong[0] if wrong else outside,
+               detail=detail.words(), data=encode_detail(detail))
     return Outcome(case=case, status="finding", findings=tuple(ctx.findings))
 
 
@@ -264,10 +271,12 @@ def _outside_writes(prepared: call.Prepared, written: tuple[str, ...], before: d
                 covered[torch.arange(after.numel()).as_strided(shape, stride, offset).reshape(-1)] = True
         moved = changed(before[first], after.detach().cpu()) & ~covered
         if bool(moved.any()):
-            owners = [p for p, t in prepared.tensors.items() if p not in written and t.untyped_storage().data_ptr() == prepared.tensors[first].untyped_storage().data_ptr()]
+            pointer = prepared.tensors[first].untyped_storage().data_ptr()
+            owners = [p for p, t in prepared.tensors.items() if p not in written and t.untyped_storage().data_ptr() == pointer]
             where = f"{owners[0]}'s storage" if owners else f"{first}'s storage"
             count = int(moved.sum())
-            return Mismatch(path=owners[0] if owners else first, attribute="storage", expected=f"{where} unchanged outside {', '.join(paths)}",
+            return Mismatch(path=owners[0] if owners else first, attribute="storage",
+                            expected=f"{where} unchanged outside {', '.join(paths)}",
                             actual=f"{count} element(s) changed, first at storage index {int(moved.nonzero()[0])}",
                             mismatched=count, numel=int((~covered).sum()))
     return None
@@ -295,7 +304,8 @@ def _summary(ctx: Context, form: Form, wrong: list[Mismatch], outside: Mismatch 
     head = f"{name}{VARIANT_WORDS[ctx.case.variant]} [{ctx.case.dtype}]{through} with {form.words()} returns instead of raising"
     path = ("self" if ctx.case.variant == "inplace" else wrong[0].path) if wrong else ""
     if wrong and shared and wrong[0].path == shared[0] and wrong[0].attribute == "values":
-        what = f"but the tensor holds neither result entirely ({wrong[0].mismatched} of {wrong[0].numel} elements differ from {shared[0]}'s)"
+        what = (f"but the tensor holds neither result entirely "
+                f"({wrong[0].mismatched} of {wrong[0].numel} elements differ from {shared[0]}'s)")
     elif wrong and wrong[0].attribute == "values":
         what = f"but {path} is wrong in {wrong[0].mismatched} of {wrong[0].numel} elements"
     elif wrong:
@@ -308,19 +318,9 @@ def _summary(ctx: Context, form: Form, wrong: list[Mismatch], outside: Mismatch 
     return f"{head} {what}"
 
 
-def _detail(form: Form) -> str:
-    """What the case did, in words; the threads and --import modules of the worker (for the repro script)."""
-    from ..sweep import _IMPORTED
-
-    # which elements a kernel reads after writing them can depend on how it splits the work
-    threads = torch.get_num_threads()
-    text = f"aliasing: {form.words()}; {threads} intra-op thread{'s' if threads > 1 else ''}"
-    if _IMPORTED:
-        text += f"; with --import {', '.join(_IMPORTED)}"
-    return text
+def _detail(form: Form) -> Detail:
+    """What the repro script needs of this case: the aliasing, and the worker's threads and --import modules."""
+    return Detail(form=form, threads=torch.get_num_threads(), imports=loaded())
 
 
-def repro(finding, torch_version: str) -> str | None:
-    from . import alias_script
-
-    return alias_script.script(finding, torch_version)
+ORACLE = Oracle(name="alias", description=DESCRIPTION, cost="cheap", plan=plan, run=run, script=script)

@@ -14,7 +14,7 @@ capability and compares the results with each other.
   carries the list (``capability:default,avx2,avx512``), so a replay from the
   id (the shrinker, ``repro``) compares the same ones.
 * Where: the worker's own capability is computed in the worker; every other
-  one in a long-lived peer process per capability (deep/peers.py), started by
+  one in a long-lived peer process per capability (peers.py), started by
   the worker on its first case and fed the call's tensors byte for byte.
 * Against what: the worker's own capability when it is selected (what users
   run), else the highest one selected.
@@ -32,8 +32,10 @@ capability and compares the results with each other.
   reported (it is loud). A peer that dies or hangs on the call, where this
   process returned, is a finding.
 
-The repro script runs the call in a child process per capability (itself,
-re-run with ``ATEN_CPU_CAPABILITY`` set) and checks the same property.
+A finding carries a ``Detail`` record (detail.py: the capabilities, the
+reference, the threads, the ``--import`` modules); the repro script
+(script.py) reads it back, runs the call in a child process per capability
+(itself, re-run with ``ATEN_CPU_CAPABILITY`` set) and checks the same property.
 """
 
 from __future__ import annotations
@@ -46,18 +48,25 @@ from functools import cache
 
 import torch
 
-from ..cases.records import Case, Unit
-from ..dtypes import is_inexact
-from ..errors import UsageError
-from ..judge import compare as cmp
-from ..judge.context import Context, bits_equal
-from ..judge.oracles import one_line
-from ..judge.records import Mismatch, Outcome
-from ..run import call
-from ..run.evidence import Evidence
-from ..run.facts import of_references as facts_of
-from ..run.facts import facts as read_facts
-from . import nearer, peers
+from ...cases import opinfo
+from ...cases.records import Case, Unit
+from ...dtypes import is_inexact
+from ...errors import UsageError
+from ...judge import compare as cmp
+from ...judge import nearer
+from ...judge.context import Context, bits_equal
+from ...judge.verdict import one_line
+from ...judge.plugin import Oracle, encode_detail
+from ...judge.records import Mismatch, Outcome
+from ...judge.values import value_classes
+from ...run import call
+from ...run.evidence import Evidence
+from ...run.facts import facts as read_facts
+from ...run.facts import of_references as facts_of
+from ...run.imports import loaded
+from . import peers
+from .detail import Detail
+from .script import script
 
 DESCRIPTION = "each case under every CPU instruction set (ATEN_CPU_CAPABILITY), compared (--cpu-capabilities)"
 KIND, REFERENCE = "capability_mismatch", "capability"
@@ -108,7 +117,8 @@ def resolve(text: str | None) -> tuple[str, ...]:
     return chosen
 
 
-def _of(case: Case) -> tuple[str, ...]:
+def compared_capabilities(case: Case) -> tuple[str, ...]:
+    """The capabilities a case's oracle name lists (``capability:default,avx2``); none listed: every supported one."""
     _, _, listed = case.oracle.partition(":")
     return tuple(listed.split(",")) if listed else resolve(None)
 
@@ -127,18 +137,13 @@ def plan(unit: Unit, variant: str, sample: int, option: str = "") -> list[str]:
     return [f"capability:{','.join(resolve(option or None))}"]
 
 
-def _imports() -> tuple[str, ...]:
-    """The --import modules this process loaded (the peers load them too)."""
-    from ..sweep import _IMPORTED
-
-    return tuple(_IMPORTED)
-
-
 def run(subject) -> Outcome:
     case = subject.case
-    capabilities = _of(case)
+    capabilities = compared_capabilities(case)
     own = peers.current()
     reference = own if own in capabilities else capabilities[-1]
+    # what the finding carries for its script; the --import modules this process loaded, the peers load too
+    detail = Detail(capabilities=capabilities, reference=reference, worker=own, threads=torch.get_num_threads(), imports=loaded())
     plain = dataclasses.replace(case, oracle="")
     try:
         refs = subject.references(plain)
@@ -156,16 +161,17 @@ def run(subject) -> Outcome:
     facts = facts_of(refs, case.op)
     if case.variant == "backward":  # named after the forward op
         forward = subject.references(peers.functional_of(case))
-        facts = dataclasses.replace(facts, op=read_facts(forward.trace, forward.base.tensors, forward.contiguous.value, fallback=case.op).op)
+        named = read_facts(forward.trace, forward.base.tensors, forward.contiguous.value, fallback=case.op)
+        facts = dataclasses.replace(facts, op=named.op)
     if facts.random:
         return Outcome(case=case, status="skip", reason="a random op: each instruction set may draw its own numbers")
     if facts.uninitialized:
         return Outcome(case=case, status="skip", reason="the result is uninitialized memory: no values to compare")
 
     ran = call.Ran(before=call.snapshot(prepared.tensors), meta={p: call.metadata(t) for p, t in prepared.tensors.items()})
-    evidence = Evidence(prepared, ran, refs, facts, function_name=_public_name(subject))
+    evidence = Evidence(prepared, ran, refs, facts, function_name=opinfo.public_name(subject.entry, case.variant))
     ctx = Context(evidence, subject.override)
-    results, notes = _results(prepared, ran, capabilities, own, ctx)
+    results, notes = _results(prepared, ran, detail, ctx)
     if isinstance(results, Outcome):
         return results
     if reference not in results:
@@ -182,7 +188,7 @@ def run(subject) -> Outcome:
             if evidence.nondeterministic:
                 notes[capability] = f"differs from {reference}, but the call is not reproducible even under one capability"
                 continue
-            _report(ctx, capability, reference, found[0], actual, expected, capabilities, own)
+            _report(ctx, capability, found[0], actual, expected, detail)
             break
         tallies.append(_tally(capability, actual, expected))
     status = "finding" if ctx.findings else "pass"
@@ -190,15 +196,10 @@ def run(subject) -> Outcome:
     return Outcome(case=case, status=status, reason=reason, findings=tuple(ctx.findings))
 
 
-def _public_name(subject) -> str:
-    from ..cases import opinfo
-
-    return opinfo.public_name(subject.entry, subject.case.variant)
-
-
-def _results(prepared, ran, capabilities, own, ctx):
+def _results(prepared, ran, detail: Detail, ctx):
     """Capability -> the result's leaves; capability -> why it has none. An Outcome instead when done."""
     case = prepared.case
+    capabilities, own = detail.capabilities, detail.worker
     results, notes = {}, {}
     data = None
     for capability in capabilities:
@@ -210,13 +211,14 @@ def _results(prepared, ran, capabilities, own, ctx):
             continue
         data = data if data is not None else peers.pack(prepared.tensors)
         try:
-            peer = peers.peers(tuple(c for c in capabilities if c != own), _imports())[capability]
+            peer = peers.peers(tuple(c for c in capabilities if c != own), detail.imports)[capability]
             kind, payload = peer.request(case.id, data)
         except peers.PeerFailed as e:
             return Outcome(case=case, status="error", reason=f"torchsleuth failed: {e}"), notes
         except (peers.PeerDied, peers.PeerHung) as e:
             ctx.report(KIND, REFERENCE, f"{ctx.name()} {_failure(e)} under ATEN_CPU_CAPABILITY={capability}, where {own} returns",
-                       Mismatch(path="process", attribute="exit", expected="a result", actual=str(e)), detail=_detail(capabilities, own))
+                       Mismatch(path="process", attribute="exit", expected="a result", actual=str(e)),
+                       detail=_compared(detail), data=encode_detail(detail))
             return Outcome(case=case, status="finding", findings=tuple(ctx.findings)), notes
         if kind == "error":
             return Outcome(case=case, status="error", reason=payload), notes
@@ -231,10 +233,10 @@ def _failure(error: Exception) -> str:
     return "kills its process" if isinstance(error, peers.PeerDied) else "never returns"
 
 
-def _detail(capabilities, own) -> str:
-    text = f"compared under {', '.join(capabilities)} (the worker ran {own}, {torch.get_num_threads()} thread(s))"
-    imports = _imports()
-    return text + (f"; --import {' '.join(imports)}" if imports else "")
+def _compared(detail: Detail) -> str:
+    """What was compared, in words, for the finding's ``detail``."""
+    text = f"compared under {', '.join(detail.capabilities)} (the worker ran {detail.worker}, {detail.threads} thread(s))"
+    return text + (f"; --import {' '.join(detail.imports)}" if detail.imports else "")
 
 
 # --- judging -----------------------------------------------------------------------------------
@@ -247,7 +249,7 @@ def _differences(ctx: Context, actual: list, expected: list) -> list[Mismatch]:
     if [p for p, _ in actual] != [p for p, _ in expected]:
         return [Mismatch(path="out", attribute="structure", expected=str(list(e)), actual=str(list(a)))]
     for path in e:
-        classes = _class_change(path, a[path], e[path])
+        classes = _class_mismatch(path, a[path], e[path])
         if classes is not None:
             found.append(classes)
     inexact = {p for p, v in expected if isinstance(v, torch.Tensor) and is_inexact(v.dtype)}
@@ -259,20 +261,13 @@ def _differences(ctx: Context, actual: list, expected: list) -> list[Mismatch]:
     return found
 
 
-def _classes(t: torch.Tensor) -> torch.Tensor:
-    """Per element: 0 finite, 1 NaN, 2 +inf, 3 -inf (complex: real and imaginary parts side by side)."""
-    t = t.detach().cpu()
-    if t.is_complex():
-        t = torch.view_as_real(t.resolve_conj())
-    return torch.isnan(t).to(torch.int8) + 2 * (t == float("inf")).to(torch.int8) + 3 * (t == float("-inf")).to(torch.int8)
-
-
-def _class_change(path: str, a, e) -> Mismatch | None:
+def _class_mismatch(path: str, a, e) -> Mismatch | None:
+    """The first element (complex: part) whose class (judge.values) ``a`` changes from ``e``; None if none does."""
     if not (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)) or a.shape != e.shape:
         return None
     if not (is_inexact(a.dtype) and is_inexact(e.dtype)) or a.layout != torch.strided:
         return None
-    ca, ce = _classes(a), _classes(e)
+    ca, ce = value_classes(a), value_classes(e)
     bad = ca != ce
     if not bool(bad.any()):
         return None
@@ -293,7 +288,8 @@ def _tally(capability: str, actual: list, expected: list) -> str:
     differ = total = 0
     largest = 0.0
     for (_, a), (_, e) in zip(actual, expected):
-        if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor) and a.shape == e.shape and a.layout == torch.strided and e.layout == torch.strided:
+        tensors = isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)
+        if tensors and a.shape == e.shape and a.layout == torch.strided and e.layout == torch.strided:
             same = bits_equal(a, e)
             differ += int((~same).sum())
             total += a.numel()
@@ -306,18 +302,14 @@ def _tally(capability: str, actual: list, expected: list) -> str:
     return f"{capability} {differ}/{total} elements differ in their last bits (largest {largest:.3g}, within tolerance)"
 
 
-def _report(ctx: Context, capability, reference, mismatch: Mismatch, actual, expected, capabilities, own) -> None:
+def _report(ctx: Context, capability, mismatch: Mismatch, actual, expected, detail: Detail) -> None:
+    reference = detail.reference
     closer = nearer.clause(ctx.ev.refs, mismatch, mismatch.path, {capability: actual, reference: expected},
                            reference=f"float64 (under {peers.current()})")
     summary = f"{ctx.name()} under ATEN_CPU_CAPABILITY={capability} differs from {reference} beyond tolerance{closer}"
     ctx.report(KIND, REFERENCE, summary, dataclasses.replace(mismatch, path=f"{mismatch.path} under {capability}"),
-               detail=f"expected: the result under {reference}; " + _detail(capabilities, own))
+               detail=f"expected: the result under {reference}; " + _compared(detail), data=encode_detail(detail))
 
 
-# --- the repro script -------------------------------------------------------------------------
-
-
-def repro(finding, torch_version: str) -> str | None:
-    from .capability_script import script
-
-    return script(finding, torch_version)
+ORACLE = Oracle(name="capability", description=DESCRIPTION, cost="costly", plan=plan, run=run, script=script,
+                option=lambda text: ",".join(resolve(text)))

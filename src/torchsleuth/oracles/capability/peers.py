@@ -7,7 +7,7 @@ import and the OpInfo catalog (about 4 s here) for every case; instead the
 worker that first needs a capability starts one peer for it and keeps it for
 the worker's life:
 
-* ``python -m torchsleuth.deep.peers`` with ``ATEN_CPU_CAPABILITY`` set, then a
+* ``python -m torchsleuth.oracles.capability.peers`` with ``ATEN_CPU_CAPABILITY`` set, then a
   setup message: the worker's intra-op thread count (a reduction split over
   another number of threads sums in another order, which is no capability's
   doing) and the modules the worker's ``--import`` loaded (the user's kernels
@@ -35,7 +35,6 @@ between them is the capability's alone.
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import io
 import os
 import pickle
@@ -49,9 +48,10 @@ from typing import Any
 
 import torch
 
-from ..cases import opinfo
-from ..cases.records import Case
-from ..run import call, edits, tree
+from ...cases import opinfo
+from ...cases.records import Case
+from ...judge.calls import functional_of, make_call
+from ...run import call, edits, tree
 
 # Seconds a peer may take to start (torch and the OpInfo catalog) and to answer one call.
 START_TIMEOUT = 120.0
@@ -74,22 +74,6 @@ class PeerFailed(Exception):
 # --- the call, the same on both sides ------------------------------------------------------
 
 
-def make_call(case: Case, function, sample, functional_result=None) -> call.Prepared:
-    """``case``'s call (its layouts applied) on ``sample``, as the engine prepares the same case without oracle.
-
-    The prepared call keeps ``case`` itself, oracle and all: findings take their case id from it.
-    """
-    plain = dataclasses.replace(case, oracle="")
-    prepared = call.prepare(plain, function, sample, reference_result=functional_result, grad_seed=case.sample)
-    return dataclasses.replace(prepared, case=case)
-
-
-def functional_of(case: Case) -> Case:
-    """The functional case whose result shapes a backward case's output gradients."""
-    keep = tuple((p, l) for p, l in case.layouts if not p.startswith("grad_output"))
-    return dataclasses.replace(case, variant="functional", layouts=keep, oracle="")
-
-
 def pack(tensors: tree.Tensors) -> bytes:
     """The tensors as bytes: each whole storage with its view (shape, stride, offset)."""
     found = {}
@@ -109,7 +93,7 @@ def unpack(data: bytes) -> tree.Tensors:
 
 def leaves_of(result: Any) -> list[tuple[str, Any]]:
     """The result's leaves, paths as the judge names them (``out[1]``, ``grad[input]``), detached."""
-    from ..judge.compare import flatten
+    from ...judge.compare import flatten
 
     return [(path, _plain(value) if isinstance(value, torch.Tensor) else value) for path, value in flatten(result)]
 
@@ -302,7 +286,7 @@ def _die_with_parent() -> None:
 def _answer(case_id: str, data: bytes):
     import warnings
 
-    from ..engine import samples_of
+    from ...run.samples import samples_of
 
     case = Case.parse(case_id)
     entry = opinfo.get(case.op)
@@ -338,7 +322,7 @@ def main() -> None:
     try:
         os.chdir(setup["cwd"])
         torch.set_num_threads(setup["threads"])
-        from ..sweep import load_imports
+        from ...run.imports import load_imports
 
         load_imports(tuple(setup["imports"]))
         opinfo.catalog()

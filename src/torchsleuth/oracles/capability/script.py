@@ -1,17 +1,22 @@
 """The repro script of a ``capability`` finding: the call under each CPU capability, compared.
 
 Design note. The script rebuilds the call's tensors exactly as the generic
-scripts do (report/repro.py's blocks), then runs itself once per capability
-as a child process with ``ATEN_CPU_CAPABILITY`` set (the variable is read
-when torch first dispatches, so only a fresh process can change it). Each
-child writes the capability it really ran under and the result's leaves to
-a file; the parent compares every capability with the reference one by the
-oracle's policy: a change of class (NaN, infinities) or of an integer, or a
-difference beyond ``|a - e| <= ATOL + RTOL * |e|``. The tolerance is the
-dtype's table entry, without the sensitivity term the sweep may have added,
-so the script can be stricter than the sweep; a child that dies or hangs
-where the reference returns is the bug too. The run's ``--import`` modules
-are imported in every child (edit ``IMPORTS`` if they moved).
+scripts do (the repro kit's parts, torchsleuth.scripts), then runs itself
+once per capability as a child process with ``ATEN_CPU_CAPABILITY`` set (the
+variable is read when torch first dispatches, so only a fresh process can
+change it). Each child writes the capability it really ran under and the
+result's leaves to a file; the parent compares every capability with the
+reference one by the oracle's policy: a change of class (NaN, infinities:
+``judge.values.class_change``, copied in) or of an integer, or a difference
+beyond ``|a - e| <= ATOL + RTOL * |e|``. The tolerance is the dtype's table
+entry, without the sensitivity term the sweep may have added, so the script
+can be stricter than the sweep; a child that dies or hangs where the
+reference returns is the bug too.
+
+What was compared (the capabilities, the reference, the thread count, the
+run's ``--import`` modules, imported in every child: edit ``IMPORTS`` if they
+moved) comes from the finding's ``Detail`` record (detail.py), never from its
+prose.
 
 Exit status: 1 while the capabilities disagree, 0 once they agree, 2 when it
 cannot be checked (a capability this CPU lacks, the reference raises).
@@ -19,22 +24,19 @@ cannot be checked (a capability this CPU lacks, the reference raises).
 
 from __future__ import annotations
 
-import re
+import inspect
 
-import torch
 
-from ..judge.records import Finding
-from ..judge.tolerance import table
-from ..report import repro as generic
+from ...judge import values
+from ...judge.records import Finding
+from ...scripts import HANG_SECONDS, parts
+from .detail import Detail
+from .peers import capability_name
 
-# Seconds a child may run before it is said to hang.
-HANG_SECONDS = 60.0
+# torchsleuth's own functions the script holds, copied as they are.
+_COPIED = (capability_name, values.value_classes, values.class_change)
 
 _MAIN = '''
-
-
-def capability_name(reported):
-    return {{"NO AVX": "default", "Z VECTOR": "zvector"}}.get(reported, reported.lower())
 
 
 def result_here():
@@ -65,12 +67,6 @@ def under(capability):
         return result, ""
 
 
-def classes(t):
-    """0 finite, 1 NaN, 2 +inf, 3 -inf, per element (complex: both parts)."""
-    t = torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
-    return torch.isnan(t).to(torch.int8) + 2 * (t == float("inf")).to(torch.int8) + 3 * (t == float("-inf")).to(torch.int8)
-
-
 def differs(path, a, e, capability):
     """Prints how ``a`` (under ``capability``) differs from ``e`` (under REFERENCE); True if it does."""
     where = f"{{path}} under {{capability}}"
@@ -89,29 +85,20 @@ def differs(path, a, e, capability):
         work = torch.complex128 if a.is_complex() else torch.float64
         diff = (a.to(work) - e.to(work)).abs()
         allowed = ATOL + RTOL * e.to(work).abs()
-        changed = (classes(a) != classes(e))
-        changed = changed.any(-1) if a.is_complex() else changed
+        changed = class_change(a, e, signed_zero=False)
         bad = changed | (torch.isfinite(e.to(work)) & ~(diff <= allowed) & ~(torch.isnan(a) & torch.isnan(e)))
     else:
         diff = (a.to(torch.float64) - e.to(torch.float64)).abs()
         allowed, changed, bad = torch.zeros_like(diff), torch.zeros_like(diff, dtype=torch.bool), a != e
-    same_bits = int((a.reshape(-1).contiguous().view(torch.uint8).reshape(a.numel(), -1)
-                     == e.reshape(-1).contiguous().view(torch.uint8).reshape(e.numel(), -1)).all(-1).sum()) if a.numel() and a.dtype != torch.bool else int((a == e).sum())
     print(f"{{where}}: {{int(bad.sum())}} of {{a.numel()}} element(s) differ from {{REFERENCE}} beyond tolerance "
-          f"({{int(changed.sum())}} change class); {{a.numel() - same_bits}} differ in any bit")
+          f"({{int(changed.sum())}} change class); {{a.numel() - int(same_bits(a, e).sum())}} differ in any bit")
     if bool(bad.any()):
         flat = int(bad.reshape(-1).to(torch.uint8).argmax())
         index = [int(i) for i in torch.unravel_index(torch.tensor(flat), a.shape)] if a.dim() else []
+        worst = float(torch.nan_to_num(diff.reshape(-1)[flat], nan=float('inf')))
         print(f"  first at {{index}}: {{fmt(a.reshape(-1)[flat])}} under {{capability}}, {{fmt(e.reshape(-1)[flat])}} under {{REFERENCE}}; "
-              f"|diff| {{float(torch.nan_to_num(diff.reshape(-1)[flat], nan=float('inf'))):.6g}}, allowed {{float(allowed.reshape(-1)[flat]):.6g}}")
+              f"|diff| {{worst:.6g}}, allowed {{float(allowed.reshape(-1)[flat]):.6g}}")
     return bool(bad.any())
-
-
-def fmt(x):
-    value = x.item()
-    if isinstance(value, complex):
-        return f"{{value.real:.7g}}{{value.imag:+.7g}}j"
-    return f"{{value:.7g}}" if isinstance(value, float) else str(value)
 
 
 def main():
@@ -152,46 +139,26 @@ def main():
 '''
 
 
-def script(finding: Finding, torch_version: str) -> str:
-    call = finding.call
-    if call is None or call.why_not or not call.function:
-        why = call.why_not if call is not None and call.why_not else "the call was not recorded or has no public name"
-        return generic._no_repro(finding, torch_version, why)
-    capabilities, reference, threads = _compared(finding)
-    imports = tuple(re.search(r"--import (.+)$", finding.detail).group(1).split()) if "--import " in finding.detail else ()
-    m = finding.mismatch
-    if m is not None and m.attribute == "values":
-        atol, rtol = m.atol, m.rtol
-    else:
-        tolerance = table(getattr(torch, finding.dtype))
-        atol, rtol = tolerance.atol, tolerance.rtol
+def script(finding: Finding, torch_version: str) -> str | None:
+    """The script of one capability finding, or None when its call cannot be written (the generic script says why)."""
+    call, detail, answer = parts.recorded(finding, Detail, torch_version, "the capabilities compared")
+    if detail is None:
+        return answer
+    atol, rtol = parts.tolerance(finding)
     constants = [
-        f"CAPABILITIES = {capabilities!r}  # each run in a child process with ATEN_CPU_CAPABILITY set",
-        f"REFERENCE = {reference!r}  # the one the others are compared with",
-        f"THREADS = {threads!r}  # intra-op threads, as in the sweep (a reduction's order depends on them)",
-        f"IMPORTS = {imports!r}  # what the sweep imported first (--import); edit if they moved",
-        f"HANG_SECONDS = {HANG_SECONDS!r}",
+        f"CAPABILITIES = {detail.capabilities!r}  # each run in a child process with ATEN_CPU_CAPABILITY set",
+        f"REFERENCE = {detail.reference!r}  # the one the others are compared with",
+        f"THREADS = {detail.threads!r}  # intra-op threads, as in the sweep (a reduction's order depends on them)",
+        f"IMPORTS = {detail.imports!r}  # what the sweep imported first (--import); edit if they moved",
+        f"HANG_SECONDS = {HANG_SECONDS!r}  # a child still running after this long hangs",
         f"ATOL, RTOL = {atol!r}, {rtol!r}  # |a - e| <= ATOL + RTOL * |e| (the table; the sweep may have allowed more)",
-    ] + generic._constants(call)
-    helpers = ("leaves", "load_imports") + (("gradients",) if call.variant == "backward" else ())
-    lines = generic._preamble(finding, call, torch_version, helpers, constants,
-                              imports=("importlib", "os", "runpy", "subprocess", "tempfile"))
-    lines += generic._function_lines(call)
-    lines += generic._tensors_function(call)
+    ] + parts.constants(call)
+    helpers = ("leaves", "load_imports", "same_bits", "fmt") + (("gradients",) if call.variant == "backward" else ())
+    lines = parts.preamble(finding, call, torch_version, helpers, constants, imports=("os", "subprocess", "tempfile"))
+    lines += ["", "", "\n\n\n".join(inspect.getsource(function).rstrip("\n") for function in _COPIED)]
+    lines += parts.function_lines(call)
+    lines += parts.tensors_function(call)
     run = "gradients(call, T)" if call.variant == "backward" else "call(T)"
-    verdict = "\n".join(generic._verdict("wrong", "every capability agrees with " + reference))
-    lines.append(_MAIN.format(run=run, call_line="call: " + generic._call_source(call), verdict=verdict).rstrip("\n"))
-    return "\n".join(lines + generic._data_block(call) + generic._footer())
-
-
-def _compared(finding: Finding) -> tuple[tuple[str, ...], str, int]:
-    """The capabilities, the reference and the thread count, from the finding's case and detail."""
-    from .capability import _of
-    from ..cases.records import Case
-
-    capabilities = _of(Case.parse(finding.case_id))
-    found = re.search(r"expected: the result under (\w+);", finding.detail)
-    ran = re.search(r"the worker ran (\w+), (\d+) thread", finding.detail)
-    reference = found.group(1) if found else (ran.group(1) if ran else capabilities[-1])
-    threads = int(ran.group(2)) if ran else 1
-    return capabilities, reference, threads
+    verdict = "\n".join(parts.verdict("wrong", "every capability agrees with " + detail.reference))
+    lines.append(_MAIN.format(run=run, call_line="call: " + parts.call_source(call), verdict=verdict).rstrip("\n"))
+    return "\n".join(lines + parts.data_block(call) + parts.footer())

@@ -22,9 +22,11 @@ changes global state (flags, caches) silently changes later eager results,
 which the op's own samples may not show (no OpInfo sample has a subnormal, so
 flush-denormal mode changes none of them). A changed flag is set back
 afterwards, so that one bad compile does not spill into later cases. Each is
-its own finding (``compile_mismatch``), told apart by the mismatch's path
-(``compiled``, ``eager after compile``, ``global state``) and the summary,
-which also says which side float64 agrees with. Random ops (inductor draws
+its own finding (``compile_mismatch``), told apart by its ``Detail`` record
+(detail.py: the aspect, ``compiled``, ``after`` or ``state``, which its
+repro script, script.py, reads back), the mismatch's path (``compiled``,
+``eager after compile``, ``global state``) and the summary, which also says
+which side float64 agrees with. Random ops (inductor draws
 with its own generator) and uninitialized results are compared by metadata
 only, compiled against eager; uninitialized results also eager after
 against eager before. A compile that raises (a graph break under ``fullgraph``, an
@@ -50,21 +52,26 @@ from typing import Callable
 
 import torch
 
-from ..cases.records import Case, Unit
-from ..judge import compare as cmp
-from ..judge.context import Context
-from ..judge.oracles import one_line
-from ..judge.records import Mismatch, Outcome
-from ..run import call, tree
-from ..run.evidence import Evidence
-from ..run.facts import of_references as facts_of
-from . import nearer
-from .peers import make_call
+from ...cases import opinfo
+from ...cases.records import Case, Unit
+from ...judge import compare as cmp
+from ...judge import nearer
+from ...judge.calls import make_call
+from ...judge.context import Context
+from ...judge.verdict import one_line
+from ...judge.plugin import Oracle, encode_detail
+from ...judge.records import Mismatch, Outcome
+from ...run import call, tree
+from ...run.evidence import Evidence
+from ...run.facts import of_references as facts_of
+from ...run.imports import loaded
+from .detail import AFTER, COMPILED, STATE, Detail
+from .script import script
 
 DESCRIPTION = "each sample's contiguous call through torch.compile (inductor) against eager, and eager rerun after it (--compile)"
 KIND, REFERENCE = "compile_mismatch", "compile"
-# Paths of the three kinds of finding, in Mismatch.path.
-COMPILED, AFTER, STATE = "compiled", "eager after compile", "global state"
+# Each aspect (detail.ASPECTS) as a finding's Mismatch.path begins ("eager after compile: out") and its id names it.
+PATHS = {COMPILED: "compiled", AFTER: "eager after compile", STATE: "global state"}
 # Compiles of one function before dynamo is reset (its recompile limit is 8).
 RECOMPILES = 6
 # A compile case may take this many of the sweep's --timeout: inductor generates and builds its kernels
@@ -73,7 +80,7 @@ RECOMPILES = 6
 SLOWER = 5
 
 
-def plan(unit: Unit, variant: str, sample: int) -> list[str]:
+def plan(unit: Unit, variant: str, sample: int, option: str = "") -> list[str]:
     return ["compile"] if variant == "functional" else []
 
 
@@ -226,21 +233,23 @@ def run(subject) -> Outcome:
     except Exception as e:
         after, failure = None, failure or e
 
-    ctx = Context(Evidence(prepared, ran, refs, facts, function_name=_public_name(subject)), subject.override)
+    ctx = Context(Evidence(prepared, ran, refs, facts, function_name=opinfo.public_name(subject.entry, case.variant)), subject.override)
     changed = {name: (value, after_state.get(name)) for name, value in before_state.items() if after_state.get(name) != value}
     if changed:
         _restore(before_state, after_state)
         name, (was, now) = next(iter(changed.items()))
         others = f" (and {', '.join(list(changed)[1:])})" if len(changed) > 1 else ""
-        _report(ctx, STATE, f"compiling {ctx.short()} [{case.dtype}] with torch.compile changed global state: {name} {was} -> {now}{others}",
-                Mismatch(path=STATE, attribute=name, expected=str(was), actual=str(now)))
+        _report(ctx, Detail(aspect=STATE, imports=loaded()),
+                f"compiling {ctx.short()} [{case.dtype}] with torch.compile changed global state: {name} {was} -> {now}{others}",
+                Mismatch(path=PATHS[STATE], attribute=name, expected=str(was), actual=str(now)))
     if after is not None:
         moved = cmp.compare(cmp.flatten(after), cmp.flatten(ran.result), tolerance=ctx.tolerance, bitwise=True)
         if facts.uninitialized:  # empty* hands back whatever memory it gets: metadata only
             moved = [m for m in moved if m.attribute != "values"]
         if moved and not ctx.ev.nondeterministic:
-            _report(ctx, AFTER, f"{ctx.name()} gives other results in eager after torch.compile compiled it than before",
-                    dataclasses.replace(moved[0], path=f"{AFTER}: {moved[0].path}"))
+            _report(ctx, Detail(aspect=AFTER, imports=loaded()),
+                    f"{ctx.name()} gives other results in eager after torch.compile compiled it than before",
+                    dataclasses.replace(moved[0], path=f"{PATHS[AFTER]}: {moved[0].path}"))
     if compiled is not None:
         _judge_compiled(ctx, compiled, facts)
     if ctx.findings:
@@ -251,12 +260,6 @@ def run(subject) -> Outcome:
                        + (f" ({one_line(inner)})" if inner is not None else ""))
     how = "compiled a new graph" if graphs else "ran a graph compiled for an earlier case (same shapes)"
     return Outcome(case=case, status="pass", reason=f"torch.compile {how}; state unchanged")
-
-
-def _public_name(subject) -> str:
-    from ..cases import opinfo
-
-    return opinfo.public_name(subject.entry, subject.case.variant)
 
 
 def _eager(prepared, tensors):
@@ -279,7 +282,8 @@ def _compiled(case: Case, function: Callable, prepared, tensors):
 
 def _judge_compiled(ctx: Context, compiled, facts) -> None:
     eager = ctx.ev.ran.result
-    if facts.random or facts.uninitialized:
+    values_compared = not (facts.random or facts.uninitialized)
+    if not values_compared:
         # inductor draws with its own generator; garbage is garbage: metadata only
         found = [m for m in cmp.compare(cmp.flatten(compiled), cmp.flatten(eager), tolerance=ctx.tolerance) if m.attribute != "values"]
     else:
@@ -292,27 +296,22 @@ def _judge_compiled(ctx: Context, compiled, facts) -> None:
     near = nearer.clause(ctx.ev.refs, found[0], found[0].path, {"compiled": cmp.flatten(compiled), "eager": cmp.flatten(eager)},
                          reference="eager float64")
     summary = f"{ctx.name()} compiled by torch.compile (inductor) differs from eager beyond tolerance{near}"
-    _report(ctx, COMPILED, summary, dataclasses.replace(found[0], path=f"{COMPILED}: {found[0].path}"))
+    _report(ctx, Detail(aspect=COMPILED, values_compared=values_compared, imports=loaded()), summary,
+            dataclasses.replace(found[0], path=f"{PATHS[COMPILED]}: {found[0].path}"))
 
 
-def _report(ctx: Context, aspect: str, summary: str, mismatch: Mismatch) -> None:
-    """A finding whose id names its aspect too: one case can hold all three."""
-    from ..sweep import _IMPORTED  # the --import modules this process loaded: the repro imports them too
+def _report(ctx: Context, detail: Detail, summary: str, mismatch: Mismatch) -> None:
+    """A finding whose id names its aspect too: one case can hold all three.
 
-    detail = f"{aspect}; torch.compile(backend='inductor', fullgraph=True, dynamic=False)"
-    ctx.report(KIND, REFERENCE, summary, mismatch, detail=detail + (f"; --import {' '.join(_IMPORTED)}" if _IMPORTED else ""))
+    ``detail.imports``: the --import modules this process loaded; the repro script imports them too.
+    """
+    words = PATHS[detail.aspect]
+    prose = f"{words}; torch.compile(backend='inductor', fullgraph=True, dynamic=False)"
+    prose += f"; --import {' '.join(detail.imports)}" if detail.imports else ""
+    ctx.report(KIND, REFERENCE, summary, mismatch, detail=prose, data=encode_detail(detail))
     finding = ctx.findings[-1]
-    digest = hashlib.sha256(f"{ctx.case.id}|{KIND}|{REFERENCE}|{aspect}".encode()).hexdigest()[:10]
+    digest = hashlib.sha256(f"{ctx.case.id}|{KIND}|{REFERENCE}|{words}".encode()).hexdigest()[:10]
     ctx.findings[-1] = dataclasses.replace(finding, id=f"f-{digest}")
 
 
-def aspect_of(finding) -> str:
-    """Which of the three checks a finding of this oracle failed."""
-    path = finding.mismatch.path if finding.mismatch else ""
-    return next((a for a in (STATE, AFTER, COMPILED) if path.startswith(a)), COMPILED)
-
-
-def repro(finding, torch_version: str) -> str | None:
-    from .compile_script import script
-
-    return script(finding, torch_version)
+ORACLE = Oracle(name="compile", description=DESCRIPTION, cost="costly", plan=plan, run=run, script=script, slower=SLOWER)

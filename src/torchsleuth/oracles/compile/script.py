@@ -1,11 +1,13 @@
 """The repro script of a ``compile`` finding: eager, compiled, eager again, and global state around them.
 
-Design note. The script rebuilds the call's tensors exactly (report/repro.py's
-blocks), reads a fingerprint of global state, runs the call eagerly, through
-``torch.compile(backend="inductor", fullgraph=True, dynamic=False)`` (with
-inductor's on-disk caches off, as the oracle compiles), reads the fingerprint
-again and runs the call eagerly once more. It prints all three comparisons
-and exits by the one the finding is about (``ASPECT``): the compiled result
+Design note. The script rebuilds the call's tensors exactly (the repro
+kit's parts, torchsleuth.scripts), reads a fingerprint of global state, runs
+the call eagerly, through ``torch.compile(backend="inductor",
+fullgraph=True, dynamic=False)`` (with inductor's on-disk caches off, as the
+oracle compiles), reads the fingerprint again and runs the call eagerly once
+more. It prints all three comparisons
+and exits by the one the finding is about (``ASPECT``, read with the rest
+from the finding's ``Detail`` record, detail.py): the compiled result
 against eager within ``ATOL``/``RTOL`` (the table's; the sweep may have
 allowed more), eager after against eager before bit for bit, or the
 fingerprint. The run's ``--import`` modules are imported first.
@@ -16,13 +18,10 @@ be checked (the call or the compile raises).
 
 from __future__ import annotations
 
-import re
 
-import torch
-
-from ..judge.records import Finding
-from ..judge.tolerance import table
-from ..report import repro as generic
+from ...judge.records import Finding
+from ...scripts import parts
+from .detail import AFTER, COMPILED, STATE, Detail
 
 _MAIN = '''
 
@@ -33,7 +32,8 @@ def state():
         "flush_denormal": lambda: (torch.tensor([1e-39]) * torch.tensor([1.0])).item() == 0.0,
         "default_dtype": torch.get_default_dtype,
         "num_threads": torch.get_num_threads,
-        "deterministic_algorithms": lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
+        "deterministic_algorithms": lambda: (torch.are_deterministic_algorithms_enabled(),
+                                             torch.is_deterministic_algorithms_warn_only_enabled()),
         "grad_enabled": torch.is_grad_enabled,
         "float32_matmul_precision": torch.get_float32_matmul_precision,
         "mkldnn.enabled": lambda: torch.backends.mkldnn.enabled,
@@ -91,38 +91,29 @@ def main():
 {verdict}
 '''
 
-_ASPECTS = {"global state": "state", "eager after compile": "after", "compiled": "compiled"}
+# What the script says once the bug is gone, per aspect.
 _FIXED = {
-    "state": "compiling leaves global state as it was",
-    "after": "eager gives the same bits after the compile",
-    "compiled": "the compiled call agrees with eager",
+    STATE: "compiling leaves global state as it was",
+    AFTER: "eager gives the same bits after the compile",
+    COMPILED: "the compiled call agrees with eager",
 }
 
 
-def script(finding: Finding, torch_version: str) -> str:
-    from .compiled import aspect_of
-
-    call = finding.call
-    if call is None or call.why_not or not call.function:
-        why = call.why_not if call is not None and call.why_not else "the call was not recorded or has no public name"
-        return generic._no_repro(finding, torch_version, why)
-    aspect = _ASPECTS[aspect_of(finding)]
-    m = finding.mismatch
-    if m is not None and m.attribute == "values" and aspect == "compiled":
-        atol, rtol = m.atol, m.rtol
-    else:
-        tolerance = table(getattr(torch, finding.dtype))
-        atol, rtol = tolerance.atol, tolerance.rtol
-    imports = tuple(re.search(r"--import (.+)$", finding.detail).group(1).split()) if "--import " in finding.detail else ()
+def script(finding: Finding, torch_version: str) -> str | None:
+    """The script of one compile finding, or None when its call cannot be written (the generic script says why)."""
+    call, detail, answer = parts.recorded(finding, Detail, torch_version, "the check it failed")
+    if detail is None:
+        return answer
+    atol, rtol = parts.tolerance(finding, from_mismatch=detail.aspect == COMPILED)
     constants = [
-        f"ASPECT = {aspect!r}  # which check the finding failed: compiled, after (eager rerun) or state",
-        f"VALUES = {not (m is not None and aspect == 'compiled' and m.attribute != 'values')!r}  # False: metadata only (random ops)",
-        f"IMPORTS = {imports!r}  # what the sweep imported first (--import); edit if they moved",
+        f"ASPECT = {detail.aspect!r}  # which check the finding failed: compiled, after (eager rerun) or state",
+        f"VALUES = {detail.values_compared!r}  # False: compiled against eager by metadata only (random ops, uninitialized results)",
+        f"IMPORTS = {detail.imports!r}  # what the sweep imported first (--import); edit if they moved",
         f"ATOL, RTOL = {atol!r}, {rtol!r}  # compiled against eager: |a - e| <= ATOL + RTOL * |e| (the table's)",
     ]
-    lines = generic._preamble(finding, call, torch_version, ("leaves", "compare", "load_imports"), constants, imports=("importlib", "runpy"))
-    lines += generic._function_lines(call)
-    lines += generic._tensors_function(call)
-    verdict = "\n".join(generic._verdict("wrong", _FIXED[aspect]))
-    lines.append(_MAIN.format(call_line="call: " + generic._call_source(call), verdict=verdict).rstrip("\n"))
-    return "\n".join(lines + generic._data_block(call) + generic._footer())
+    lines = parts.preamble(finding, call, torch_version, ("leaves", "compare", "load_imports"), constants)
+    lines += parts.function_lines(call)
+    lines += parts.tensors_function(call)
+    verdict = "\n".join(parts.verdict("wrong", _FIXED[detail.aspect]))
+    lines.append(_MAIN.format(call_line="call: " + parts.call_source(call), verdict=verdict).rstrip("\n"))
+    return "\n".join(lines + parts.data_block(call) + parts.footer())

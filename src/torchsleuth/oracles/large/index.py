@@ -5,12 +5,12 @@ itself, or ``row * row_stride`` (embedding). Computed in 32 bits, the
 offset wraps past 2^31 elements (signed), 2^32 (unsigned) or 2^31 bytes,
 and the kernel reads or writes another element than the one indexed,
 silently. A probe makes one big 1-D tensor (a 2-D view of it for
-embedding) of n elements, n as the pointwise probes' (``large.PROBES``),
+embedding) of n elements, n as the pointwise probes' (``bounds.PROBES``),
 whose element i holds ``TABLE[i % D]``: ``TABLE`` the integers 0 .. D-1 in
-the case's dtype, D odd (at most ``large.DISTINCT``, fewer where the dtype
+the case's dtype, D odd (at most ``bounds.DISTINCT``, fewer where the dtype
 holds fewer integers exactly: 255 in bfloat16 and uint8, 127 in int8), so
 an element reached through an offset wrapped by a power of two holds
-another value. The indices are the positions ``large._positions`` reads
+another value. The indices are the positions ``bounds.positions`` reads
 (both sides of every element boundary, the ends, seeded draws) and both
 sides of the byte boundaries (2^31 and 2^32 bytes, in elements).
 
@@ -25,27 +25,32 @@ sides of the byte boundaries (2^31 and 2^32 bytes, in elements).
 
 The expected values come from the formula: no second large call and no
 CPU copy, so a probe costs one tensor of n elements (checked against free
-memory first, as ``large`` does) and one call. Values are compared
+memory first, as the element probes do) and one call. Values are compared
 exactly: they are small integers every dtype holds, and an indexing op
 computes nothing with them (``index_add_`` adds 1).
 
 Each op the OpInfo catalog has is listed in ``FORMS`` with its call as
 Python source, the same text the oracle evaluates and the repro script
-runs. ``take_along_dim`` reaches ``gather`` and ``scatter_reduce`` has
-reductions of its own: neither is listed. bool holds two values, so a
-misread could not be told apart: no probes.
+(large.script) runs. ``take_along_dim`` reaches ``gather`` and
+``scatter_reduce`` has reductions of its own: neither is listed. bool
+holds two values, so a misread could not be told apart: no probes. A
+finding's ``Detail`` (large.detail) is the tensor's length, the values
+tiled, the positions indexed and a scatter's shadows: what its script
+makes and checks again.
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 import torch
 
-from ..judge.oracles import one_line
-from ..judge.records import Mismatch, Outcome
-from . import calls, large
+from ...judge import calls
+from ...judge.verdict import one_line
+from ...judge.plugin import encode_detail
+from ...judge.records import Mismatch, Outcome
+from . import bounds
+from .detail import Detail
 
 W = 4  # embedding's row length: the offset row * W wraps while the row index itself does not
 
@@ -83,7 +88,7 @@ def plan(unit) -> list[str]:
     if unit.op not in FORMS or unit.dtype == "bool":
         return []
     itemsize = getattr(torch, unit.dtype).itemsize
-    return [f"large:index={name}" for name in large.PROBES if not (name == "bytes" and itemsize == 1)]
+    return [f"large:index={name}" for name in bounds.PROBES if not (name == "bytes" and itemsize == 1)]
 
 
 def run(subject) -> Outcome:
@@ -95,9 +100,9 @@ def run(subject) -> Outcome:
         return Outcome(case=case, status="skip", reason=f"no index probe is known for {case.op}")
     dtype = getattr(torch, case.dtype)
     name = case.oracle.split("=", 1)[1]
-    n = large.PROBES[name](dtype.itemsize)
+    n = bounds.PROBES[name](dtype.itemsize)
     n -= n % W
-    short = large.short_of_memory(case.device, n * dtype.itemsize)
+    short = bounds.short_of_memory(case.device, n * dtype.itemsize)
     if short:
         return Outcome(case=case, status="skip", reason=short)
     d = distinct(dtype)
@@ -131,7 +136,7 @@ def run(subject) -> Outcome:
 
 def distinct(dtype: torch.dtype) -> int:
     """The odd count D <= DISTINCT of integers 0 .. D the dtype holds exactly (D itself: index_fill's value)."""
-    wide = torch.arange(large.DISTINCT + 1, dtype=torch.float64)
+    wide = torch.arange(bounds.DISTINCT + 1, dtype=torch.float64)
     back = wide.to(dtype)
     back = (back.real if back.is_complex() else back).to(torch.float64)
     exact = int((back == wide).to(torch.int64).cumprod(0).sum())  # 0 .. exact - 1 are held
@@ -150,13 +155,13 @@ def tiled(n: int, table: torch.Tensor) -> torch.Tensor:
 
 def _wraps(n: int, itemsize: int) -> list[int]:
     """Where an offset of a tensor of n elements wraps, in elements: the element boundaries and the byte ones."""
-    found = set(large.BOUNDS) | {b // itemsize for b in large.BOUNDS}
+    found = set(bounds.BOUNDS) | {b // itemsize for b in bounds.BOUNDS}
     return sorted(w for w in found if 0 < w < n)
 
 
 def positions(n: int, itemsize: int) -> torch.Tensor:
     """The oracle's positions: large's (ends, element boundaries, draws) and both sides of each byte boundary."""
-    marks = set(large._positions(n).tolist())
+    marks = set(bounds.positions(n).tolist())
     for w in _wraps(n, itemsize):
         marks |= {w - 2, w - 1, w, w + 1}
     return torch.tensor(sorted(m for m in marks if 0 <= m < n), dtype=torch.int64)
@@ -182,69 +187,12 @@ def _finding(case, form: Form, name: str, n: int, d: int, at, checked, actual, e
         what = f"leaves {a} at element {position}, where it was asked to write {e}"
     else:
         what = f"changes element {position}, which it was not asked to write, from {e} to {a}"
-    summary = f"{form.aten.split('.')[1]} [{case.dtype}] on a tensor of {n} elements ({large._boundary(name)}) {what}"
+    summary = f"{form.aten.split('.')[1]} [{case.dtype}] on a tensor of {n} elements ({bounds.boundary(name)}) {what}"
     mismatch = Mismatch(path="self" if form.writes else "out", attribute="values", expected=e, actual=a, mismatched=len(bad),
                         numel=len(checked), worst_index=(position,), max_abs_err=None, allowed=0.0)
-    detail = (f"{n} elements, element i holding i % {d}; positions indexed: {large._span(at)}"
+    detail = (f"{n} elements, element i holding i % {d}; positions indexed: {bounds.span(at)}"
               + (f"; {len(checked) - len(at)} more checked one boundary away" if form.writes else ""))
-    return calls.finding(case, kind="large_size", reference="large", op=form.aten, summary=summary, mismatch=mismatch, detail=detail)
-
-
-_MAIN = '''
-
-def main():
-    print(f"torchsleuth repro: an indexing op on a tensor of {N} elements must reach the elements it is given")
-    print("call:", CALL)
-    D = DISTINCT
-    TABLE = torch.arange(D, device=DEVICE).to(DTYPE)
-    big = tiled(N, TABLE)  # element i holds i % D
-    at = torch.tensor(AT, device=DEVICE)
-    new = TABLE[(at + 1) % D]  # what a scatter writes: another value than the one there
-    result = $CALL
-    if WRITES:  # the indexed elements, then the ones a wrapped offset would reach instead
-        checked = torch.cat([at, torch.tensor(SHADOWS, dtype=torch.int64, device=DEVICE)])
-        expected = TABLE[checked % D]
-        expected[:len(at)] = $WRITTEN
-        actual = big[checked]
-    else:
-        checked = ($READ).reshape(-1)
-        expected, actual = TABLE[checked % D], result.reshape(-1)
-    wrong = (actual != expected).cpu().nonzero().reshape(-1).tolist()
-    for i in wrong[:5]:
-        where = "indexed element" if WRITES and i < len(at) else "element"
-        print(f"    {where} {int(checked[i])}: {actual[i].item()!r} here, {expected[i].item()!r} expected")
-    if wrong:
-        print(f"{len(wrong)} of {len(checked)} elements checked are wrong")
-        print("BUG PRESENT:", SUMMARY)
-        return 1
-    print(f"OK: the {len(checked)} elements checked are right")
-    return 0
-'''
-
-
-def repro(finding, torch_version: str) -> str:
-    """A standalone script: the same tensor, positions and call; the formula as the reference."""
-    from ..report import repro as common  # the parts every script shares
-
-    form = FORMS[finding.opinfo]
-    dtype = getattr(torch, finding.dtype)
-    n = int(finding.detail.split(" ", 1)[0])  # "N elements, ..."
-    at = positions(n, dtype.itemsize)
-    lines = common._header(finding, None, torch_version)
-    lines += [
-        "import sys", "import traceback", "", "import torch", "",
-        f"SUMMARY = {common._one_line(finding.summary)!r}",
-        f"CALL = {form.call!r}",
-        f"DTYPE = torch.{finding.dtype}",
-        f"DEVICE = {finding.device!r}",
-        f"N = {n}  # elements of the big tensor",
-        f"DISTINCT = {distinct(dtype)}  # element i holds i % DISTINCT",
-        *([f"W = {W}  # the row length: the offset row * W wraps where the row index does not"] if "W" in form.call else []),
-        f"WRITES = {form.writes!r}",
-        f"AT = {at.tolist()!r}  # the positions indexed",
-        f"SHADOWS = {(shadows(at, n, dtype.itemsize).tolist() if form.writes else [])!r}  # one boundary away from them",
-        "", "",
-        inspect.getsource(tiled).rstrip("\n"),
-        _MAIN.replace("$CALL", form.call).replace("$WRITTEN", form.written).replace("$READ", form.read).rstrip("\n"),
-    ]
-    return "\n".join(lines + common._footer())
+    data = Detail(probe="index", elements=n, distinct=d, positions=tuple(at.tolist()),
+                  shadows=tuple(checked[len(at):].tolist()) if form.writes else ())
+    return calls.finding(case, kind="large_size", reference="large", op=form.aten, summary=summary, mismatch=mismatch, detail=detail,
+                         data=encode_detail(data))

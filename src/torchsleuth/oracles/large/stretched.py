@@ -1,6 +1,6 @@
 """The ``large`` oracle's stretched forms: a reduction's longest dim tiled to 32767..65537, and 65535..65537 rows.
 
-Design note (the whole of it is deep/large.py's, "Reductions" and "Rows").
+Design note (the whole of it is large/oracle.py's, "Reductions" and "Rows").
 A stretched case is the case's own call with one dim of some of its
 tensors tiled (run.edits' ``dim:PATH@D>L``), at most ``MAX_STRETCHED``
 elements, and judged as the ops engine judges any case; its findings are
@@ -16,14 +16,15 @@ import dataclasses
 
 import torch
 
-from ..judge import compare as cmp
-from ..judge.oracles import one_line
-from ..judge.records import Outcome
-from ..judge.tolerance import table
-from ..run import call, edits
-from ..run.facts import of_references
-from . import calls
-from .sizes import _kind
+from ...judge import calls
+from ...judge import compare as cmp
+from ...judge.verdict import one_line
+from ...judge.records import Outcome
+from ...judge.tolerance import table
+from ...run import call, edits
+from ...run.facts import of_references
+from ...run.opclass import computation
+from ...run.samples import samples_of
 
 # Lengths a reduction's largest dim is stretched to, and the most elements that may make.
 REDUCTION_LENGTHS = (32767, 32768, 32769, 65535, 65536, 65537)
@@ -37,7 +38,7 @@ def rows(case, subject, rows: int) -> Outcome:
     refs, raised = calls.base(subject)
     if raised is not None:
         return raised
-    kind = _kind(refs.trace, subject.entry)
+    kind = computation(refs.trace, subject.entry)
     if kind == "pointwise":
         return Outcome(case=case, status="skip", reason="pointwise: the element probes (large:2^31, ...) take pointwise ops")
     if kind != "reduction" and not kind.startswith("neither"):
@@ -54,8 +55,7 @@ def stretched(case, subject, length: int, *, rows: bool = False) -> Outcome:
     the first tensors (of the case's sample, then the op's others) where
     that dim is a batch of rows (see the design note).
     """
-    from ..engine import run_case
-
+    run_case = subject.replay
     passed_over = []  # rows: the tensors whose dim 0 is not rows, and why
     for index, sample in _samples(case, subject):
         for paths, x, dim, per_entry in _targets(sample, rows):
@@ -70,16 +70,17 @@ def stretched(case, subject, length: int, *, rows: bool = False) -> Outcome:
             if why:
                 passed_over.append(f"sample {index}: with {where} doubled, {why}")
                 continue
-            longer = dataclasses.replace(case, sample=index, oracle="", edits=case.edits + tuple(edits.stretch(p, dim, length) for p in paths))
+            stretch = tuple(edits.stretch(p, dim, length) for p in paths)
+            longer = dataclasses.replace(case, sample=index, oracle="", edits=case.edits + stretch)
             judged = run_case(longer)
             reason = f"{longer.id}: {judged.reason}" if judged.reason else f"judged as {longer.id}"
             if rows and judged.findings and not _rows_differ(case, subject, sample, paths, x, length):
                 # every row gets what the sample's own call gives it: whatever the judge saw there (the sample's
                 # own error, or its randomly drawn slack's tail on one of 65536 copies), the row count did not cause it
                 f = judged.findings[0]
-                return Outcome(case=case, status="pass", reason=f"{longer.id}: every one of the {length} rows equals the same row of the "
-                                                                 f"sample's own call; the {f.kind} against the {f.reference} reference there "
-                                                                 f"({' '.join(f.summary.split())}) does not come from the row count")
+                why = (f"{longer.id}: every one of the {length} rows equals the same row of the sample's own call; the {f.kind} "
+                       f"against the {f.reference} reference there ({' '.join(f.summary.split())}) does not come from the row count")
+                return Outcome(case=case, status="pass", reason=why)
             return Outcome(case=case, status=judged.status, reason=reason, findings=judged.findings)
     if not rows:
         return Outcome(case=case, status="skip", reason="no sample of the op has an input with a dim to stretch")
@@ -91,8 +92,6 @@ def stretched(case, subject, length: int, *, rows: bool = False) -> Outcome:
 
 def _samples(case, subject):
     """(index, sample): the case's own (its edits applied), then, unless it has edits, the op's others."""
-    from ..engine import samples_of
-
     yield case.sample, subject.sample
     if not case.edits:
         yield from ((i, s) for i, s in enumerate(samples_of(case.op, case.dtype)) if i != case.sample)
@@ -143,8 +142,8 @@ def _rows_differ(case, subject, sample, paths: tuple[str, ...], x: torch.Tensor,
         return f"the call returns {len(many)} results, {len(once)} without"
     tolerance = lambda dtype: table(dtype, subject.override)  # noqa: E731
     for (result, a), (_, e) in zip(many, once):
-        if not (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)) or e.layout != torch.strided or e.dim() == 0 or e.shape[0] == 0 \
-                or a.shape[1:] != e.shape[1:] or a.shape[0] * x.shape[0] != e.shape[0] * rows \
+        if not (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)) or e.layout != torch.strided \
+                or e.dim() == 0 or e.shape[0] == 0 or a.shape[1:] != e.shape[1:] or a.shape[0] * x.shape[0] != e.shape[0] * rows \
                 or cmp.compare_leaf(result, a, e.repeat(-(-a.shape[0] // e.shape[0]), *[1] * (e.dim() - 1))[:a.shape[0]],
                                     tolerance=tolerance) is not None:
             return f"{result} is not its result tiled likewise (its rows are not independent)"

@@ -1,79 +1,44 @@
 """The repro script of a ``sizes`` finding: the same lengths, offset, layouts or batches, standalone.
 
 Design note. The script is made of the parts every torchsleuth script has
-(report.repro: the header, ``rebuild`` and the tensors' bytes, the call as
-source, the footer) and a check of its own, written out below as plain
-Python. It rebuilds the sample's tensors exactly, makes the same
-configurations as the oracle (deep.lengths: the tiles at every length, at a
-storage offset and in the layout forms, strided and transposed, for a
-pointwise op; the batches of rolled rows for a reduction), computes every
-value or row alone, and prints each element that disagrees: its
-configuration, its position (row-major in a transposed grid), both values.
-The layout forms are written out as plain ``as_strided`` views over
-poisoned storage, the same strides cases.layouts gives them.
+(scripts.parts: the header, ``rebuild`` and the tensors' bytes, the call as
+source, the footer), the oracles' elementwise rule (judge.elementwise:
+``placed``, ``disagree``, ``report``) and a ``main`` of its own, written out
+below. Everything it needs of the finding is the finding's ``Detail``
+(sizes.detail, read back from ``Finding.data``): whether rows were batched
+or values tiled, the lengths or rows per batch, where the batch dim went,
+and what the rule allowed at the worst element. It rebuilds the sample's
+tensors exactly, makes the same configurations as the oracle (run.lengths:
+the tiles at every length, at a storage offset and in the layout forms,
+strided and transposed, for a pointwise op; the batches of rolled rows for
+a reduction), computes every value or row alone, and prints each element
+that disagrees: its configuration, its position (row-major in a transposed
+grid), both values. The layout forms are written out as plain
+``as_strided`` views over poisoned storage, the same strides cases.layouts
+gives them.
 
-An element disagrees when its bits differ and the difference changes the
-class of the value (NaN, infinity, the sign of a zero for pointwise ops),
-is in an integer or bool result, or exceeds ``ATOL + RTOL * |alone| +
-SLACK``. ``ATOL`` and ``RTOL`` are the table's; ``SLACK`` is what the
-oracle's rule allowed beyond them at the worst element (the op's measured
-sensitivity to rounding), carried as one absolute amount: the script knows
-no float64 reference. So one-ULP differences between a vectorised body and
-a scalar tail, which the oracle's policy allows, do not fail the script.
-Exit 1 while an element disagrees, 0 once none does, 2 when the call raises.
+An element disagrees when the difference changes the class of the value
+(NaN, infinity, the sign of a zero for pointwise ops), is in an integer or
+bool result, or exceeds ``ATOL + RTOL * |alone| + SLACK``. ``ATOL`` and
+``RTOL`` are the table's; ``SLACK`` is what the oracle's rule allowed beyond
+them at the worst element (the op's measured sensitivity to rounding),
+carried as one absolute amount: the script knows no float64 reference. So
+one-ULP differences between a vectorised body and a scalar tail, which the
+oracle's policy allows, do not fail the script. Exit 1 while an element
+disagrees, 0 once none does, 2 when the call raises.
 """
 
 from __future__ import annotations
 
-import math
+from ...cases import layouts
+from ...judge import elementwise
+from ...judge.plugin import decode_detail
+from ...judge.records import Finding
+from ...run import lengths
+from ...scripts import parts
+from .detail import Detail
 
-from ..cases import layouts
-from ..judge.records import Finding
-from . import lengths
-from .sizes import BATCH_FRONT
-
-_POINTWISE = '''
-
-def poison(dtype):
-    if dtype.is_floating_point or dtype.is_complex:
-        return float("nan")
-    return True if dtype == torch.bool else torch.iinfo(dtype).max - 3
-
-
-def placed(t, offset=0):
-    """A copy of ``t`` in a fresh storage at ``offset``, poison before and after it."""
-    storage = torch.full((offset + t.numel() + 4,), poison(t.dtype), dtype=t.dtype, device=t.device)
-    view = storage[offset:offset + t.numel()].view(t.shape)
-    view.copy_(t)
-    return view
-
-
-def disagree(a, e, signed_zero):
-    """Elementwise: the bits differ and the difference is a finding (see the header)."""
-    a, e = a.detach().cpu(), e.detach().cpu()
-    bad = ~same_bits(a, e).reshape(a.shape)
-    if not (a.is_floating_point() or a.is_complex()):
-        return bad
-    parts = [(a.real, e.real), (a.imag, e.imag)] if a.is_complex() else [(a, e)]
-    worse = torch.zeros(a.shape, dtype=torch.bool)
-    for x, y in parts:
-        x, y = x.double(), y.double()
-        changed = (torch.isnan(x) != torch.isnan(y)) | ((torch.isinf(x) | torch.isinf(y)) & (x != y))
-        if signed_zero:
-            changed |= (x == 0) & (y == 0) & (torch.signbit(x) != torch.signbit(y))
-        far = torch.isfinite(x) & torch.isfinite(y) & ((x - y).abs() > ATOL + RTOL * y.abs() + SLACK)
-        worse |= changed | far
-    return bad & worse
-
-
-def report(label, path, a, e, bad, where):
-    """Prints up to five disagreeing elements; ``where(i)`` says what element ``i`` holds."""
-    flat = bad.reshape(-1).nonzero().reshape(-1).tolist()
-    print(f"{label}: {path}: {len(flat)} of {bad.numel()} element(s) disagree with {REFERENCE}")
-    for i in flat[:5]:
-        print(f"    {where(i)}: {fmt(a.reshape(-1)[i])} here, {fmt(e.reshape(-1)[i])} {REFERENCE}")
-'''
-
+# Each main ends where parts.verdict takes over: exit 1 while ``wrong`` holds anything.
 _TILES = '''
 
 def tiles(T, longest):
@@ -157,10 +122,6 @@ def main():
                 report(f"the sample's shape {list(a.shape)}", path, a.reshape(-1), e, bad, lambda i: f"element {i}")
     if wrong:
         print("disagrees in:", ", ".join(dict.fromkeys(wrong)))
-        print("BUG PRESENT:", SUMMARY)
-        return 1
-    print("OK: every element gives the same result at every length, offset and layout as alone")
-    return 0
 '''
 
 _ROWS = '''
@@ -198,61 +159,40 @@ def main():
                     report(label, path, a, e, bad, lambda i: f"index {[int(j) for j in torch.unravel_index(torch.tensor(i), shape)]}")
     if wrong:
         print("disagrees in:", ", ".join(dict.fromkeys(wrong)))
-        print("BUG PRESENT:", SUMMARY)
-        return 1
-    print("OK: every row of every batch reduces to what it gives alone")
-    return 0
 '''
 
 
 def script(finding: Finding, torch_version: str) -> str | None:
-    from ..report import repro as common  # the parts every script shares
-
+    """The finding's standalone script; None where the generic one applies (no call to write out)."""
     call = finding.call
     if finding.kind in ("crash", "hang"):
         why = (f"the worker died in one of the sizes oracle's own calls (the tensors it tiles from the sample); "
                f"rerun the case {finding.case_id!r} with --workers 1 to see which")
-        return common._no_repro(finding, torch_version, why)
-    if finding.kind != "size_variance" or call is None or not call.function or call.why_not:
+        return parts.no_repro(finding, torch_version, why)
+    if finding.kind != "size_variance" or parts.writable_call(finding) is None:
         return None  # the generic script says why there is none
-    reduction = finding.detail.startswith("rows stacked")
+    detail = decode_detail(Detail, finding)
+    if detail is None:
+        return parts.no_record(finding, torch_version, "the oracle's configurations")
     m = finding.mismatch
-    atol, rtol = (m.atol, m.rtol) if m else (0.0, 0.0)
-    slack = 0.0
-    if m is not None and m.allowed is not None and math.isfinite(m.allowed):
-        try:
-            slack = max(0.0, m.allowed - atol - rtol * abs(float(m.expected)))
-        except ValueError:
-            slack = 0.0
-    constants = [
-        f"ATOL, RTOL = {atol!r}, {rtol!r}  # the tolerance table's, for this dtype",
-        f"SLACK = {slack!r}  # what torchsleuth's rule allowed beyond them at the worst element",
-        f"CALL = {common._call_source(call)!r}",
-    ]
-    if reduction:
+    constants = elementwise.constants(atol=m.atol if m else 0.0, rtol=m.rtol if m else 0.0, slack=detail.slack,
+                                      reference="alone" if detail.reduction else "alone (length 1)")
+    constants.append(f"CALL = {parts.call_source(call)!r}")
+    if detail.reduction:
         constants += [
-            f"ROWS = {lengths.row_counts(finding.device)!r}  # rows per batch",
-            f"FRONT = {BATCH_FRONT in finding.detail!r}  # the batch is a new first dim (else a new last one)",
-            'REFERENCE = "alone"',
+            f"ROWS = {detail.sizes!r}  # rows per batch",
+            f"FRONT = {detail.front!r}  # the batch is a new first dim (else a new last one)",
         ]
+        main, fixed = _ROWS, "every row of every batch reduces to what it gives alone"
     else:
         constants += [
-            f"LENGTHS = {lengths.lengths(finding.device)!r}",
+            f"LENGTHS = {detail.sizes!r}",
             f"COLUMNS = {lengths.COLUMNS}  # the transposed forms are LENGTH x COLUMNS, column-major",
             f"OFFSET = {layouts.OFFSET}  # a storage offset that breaks vector alignment",
             f"MAX_DISTINCT = {lengths.MAX_DISTINCT}",
-            'REFERENCE = "alone (length 1)"',
         ]
-    return written(finding, call, torch_version, constants, _ROWS if reduction else _TILES)
-
-
-def written(finding: Finding, call, torch_version: str, constants: list[str], main: str) -> str:
-    """A script of the shared parts, ``constants``, the call, the disagreement helpers above, and ``main``."""
-    from ..report import repro as common
-
-    lines = common._preamble(finding, call, torch_version, ("leaves", "compare"), constants)
-    lines += ["", "", "def call(T):", '    """The call under test, as torchsleuth made it."""', f"    return {common._call_source(call)}"]
-    lines += common._tensors_function(call)
-    lines.append(_POINTWISE.rstrip("\n"))
-    lines.append(main.rstrip("\n"))
-    return "\n".join(lines + common._data_block(call) + common._footer())
+        main, fixed = _TILES, "every element gives the same result at every length, offset and layout as alone"
+    lines = parts.preamble(finding, call, torch_version, ("leaves", *elementwise.KIT), constants)
+    lines += parts.function_lines(call) + parts.tensors_function(call)
+    lines += ["", "", elementwise.source("placed", "disagree", "report").rstrip("\n"), main.rstrip("\n")]
+    return "\n".join(lines + parts.verdict("wrong", fixed) + parts.data_block(call) + parts.footer())

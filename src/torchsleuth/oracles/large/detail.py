@@ -1,0 +1,20 @@
+"""What a ``large`` finding of an element or index probe carries for its repro script (``Finding.data``).
+
+The stretched forms (``large:length=``, ``large:rows=``) carry none: their
+findings are the stretched case's own, judged and scripted as any case is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Detail:
+    """The large tensor the probe made and the positions it read."""
+
+    probe: str  # "elements" (a pointwise call on tiled arguments) or "index" (a gather or scatter over a tiled tensor)
+    elements: int  # n: elements of the large tensor(s)
+    distinct: int  # values tiled: element i holds value i % distinct
+    positions: tuple[int, ...]  # the elements read (elements) or indexed (index), in order
+    shadows: tuple[int, ...] = ()  # a scatter's: the positions one boundary away, checked to keep their tiled value
