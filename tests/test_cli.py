@@ -92,7 +92,8 @@ BAD_INPUT = {
     "device torch lacks": (["ops", *SMALL, "--device", "cuda"], ["'cuda'", "not available", "available: cpu"]),
     "device index torch lacks": (["ops", *SMALL, "--device", "cuda:3"], ["'cuda:3'", "not available", "cpu"]),
     "malformed device": (["ops", *SMALL, "--device", "gpu0"], ["unknown device", "'gpu0'", "cpu"]),
-    "unknown layout": (["ops", *SMALL, "--layouts", "contiguous,transposd"], ["unknown layout", "'transposd'", "did you mean transposed", *LAYOUTS]),
+    "unknown layout": (["ops", *SMALL, "--layouts", "contiguous,transposd"],
+                       ["unknown layout", "'transposd'", "did you mean transposed", *LAYOUTS]),
     "unknown dtype": (["ops", *SMALL, "--dtypes", "float33"], ["unknown dtype", "'float33'", *DTYPE_NAMES]),
     "unknown variant": (["ops", *SMALL, "--variants", "functional,bogus"], ["unknown variant", "'bogus'", *VARIANTS]),
     "db under a regular file": (["ops", *SMALL, "--db", "a-file/runs.db"], ["a-file/runs.db", "--db", "writable"]),
@@ -171,11 +172,11 @@ def test_bad_input_from_the_command_line(name, quick):
 
 
 def test_all_oracles_are_every_one_but_the_large_probes():
-    from torchsleuth import deep
+    from torchsleuth.judge.plugin import BUILTIN
     from torchsleuth.cases import select
 
-    assert select.resolve_oracles("all") == tuple(name for name in deep.ORACLES if name != "large")
-    assert select.resolve_oracles("large, sizes") == ("large", "sizes") and select.resolve_oracles(None) == ()
+    assert select.resolve_oracles("all", BUILTIN) == tuple(name for name in BUILTIN.names() if name != "large")
+    assert select.resolve_oracles("large, sizes", BUILTIN) == ("large", "sizes") and select.resolve_oracles(None, BUILTIN) == ()
 
 
 @pytest.mark.parametrize("value, oracle", [("all", "large"), ("rows,index", "large:rows,index"), ("length", "large:length")])
@@ -208,7 +209,8 @@ def test_ops_help_lists_every_layout_and_variant(quick):
     variants_line = next(line for line in text.splitlines() if line.startswith("variants"))
     for variant in VARIANTS:
         assert variant in variants_line, variant
-    for option in ("--ops", "--device", "--dtypes", "--layouts", "--variants", "--samples", "--workers", "--timeout", "--import", "--out", "--db", "--json", "--list"):
+    for option in ("--ops", "--device", "--dtypes", "--layouts", "--variants", "--samples", "--workers", "--timeout", "--import", "--out",
+                   "--db", "--json", "--list"):
         assert option in text, option
     assert quick["ops --help"].wrote == set()
 
@@ -274,7 +276,8 @@ def test_clean_sweep_exits_0_with_a_summary_and_the_findings_file(sweeps):
     assert f"torch {torch.__version__}" in result.stdout
     data = strict_json(folder / "findings.json")
     assert set(data) >= TOP_LEVEL
-    assert (data["tool"], data["version"], data["torch"], data["command"], data["device"]) == ("torchsleuth", __version__, torch.__version__, "ops", "cpu")
+    assert (data["tool"], data["version"], data["torch"], data["command"], data["device"]) == (
+        "torchsleuth", __version__, torch.__version__, "ops", "cpu")
     assert isinstance(data["cases"], int) and data["cases"] > 10
     assert isinstance(data["seconds"], float) and data["seconds"] > 0
     assert data["findings"] == [] and data["groups"] == []

@@ -128,7 +128,8 @@ def test_runs_lists_each_run_with_its_counts_and_the_unfinished_one(stored, caps
     code, out, err = cli(capsys, monkeypatch, "runs", "--db", stored["db"])
     assert code == 0, err
     assert f"2 runs in {stored['db']}" in out
-    rows = {line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")}
+    rows = {line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[1:-1]]
+            for line in out.splitlines() if line.startswith("│")}
     assert set(rows) == {"1", "2"}, out
     first, second = rows["1"], rows["2"]
     assert first[:4] == ["1", "ops", "cpu", result.run.torch]

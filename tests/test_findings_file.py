@@ -98,11 +98,13 @@ def test_file_follows_the_contract(findings, tmp_path):
     for record, finding in zip(data["findings"], findings):
         check_fields(record, FINDING, EXTRA)
         assert record["kind"] in KINDS and record["reference"] in REFERENCES
-        assert (record["op"], record["kind"], record["variant"], record["dtype"]) == ("aten.addcmul_.default", "dropped_write", "inplace", "float32")
+        assert (record["op"], record["kind"], record["variant"], record["dtype"]) == (
+            "aten.addcmul_.default", "dropped_write", "inplace", "float32")
         assert record["summary"] == finding.summary and record["case_id"] == finding.case_id
         for arg, spec in zip(record["args"], finding.call.tensors, strict=True):
             check_fields(arg, ARG)
-            assert arg == {"name": spec.path, "shape": list(spec.shape), "stride": list(spec.stride), "storage_offset": spec.storage_offset, "layout": spec.layout}
+            assert arg == {"name": spec.path, "shape": list(spec.shape), "stride": list(spec.stride),
+                           "storage_offset": spec.storage_offset, "layout": spec.layout}
         assert set(record["tolerance"]) == {"atol", "rtol"}
         assert record["tolerance"] == {"atol": finding.mismatch.atol, "rtol": finding.mismatch.rtol}
         assert record["max_abs_err"] == pytest.approx(finding.mismatch.max_abs_err)
@@ -119,8 +121,10 @@ def test_file_follows_the_contract(findings, tmp_path):
 
 def test_absent_and_non_finite_values_are_null(findings, tmp_path):
     finding = findings[0]
-    infinite = dataclasses.replace(finding, id="f-infinite", mismatch=dataclasses.replace(finding.mismatch, max_abs_err=math.inf, allowed=math.nan))
-    crash = dataclasses.replace(finding, id="f-crash", kind="crash", reference="isolation", mismatch=None, call=None, detail="killed by SIGSEGV")
+    infinite = dataclasses.replace(finding, id="f-infinite",
+                                   mismatch=dataclasses.replace(finding.mismatch, max_abs_err=math.inf, allowed=math.nan))
+    crash = dataclasses.replace(finding, id="f-crash", kind="crash", reference="isolation", mismatch=None, call=None,
+                                detail="killed by SIGSEGV")
     data, _ = written([infinite, crash], tmp_path, repro_paths={})
     by_id = {f["id"]: f for f in data["findings"]}
     assert by_id["f-infinite"]["max_abs_err"] is None and by_id["f-infinite"]["mismatch"]["allowed"] is None
@@ -130,7 +134,8 @@ def test_absent_and_non_finite_values_are_null(findings, tmp_path):
     assert (record["max_abs_err"], record["tolerance"], record["mismatch"], record["repro"]) == (None, None, None, None)
     assert record["detail"] == "killed by SIGSEGV"
     # without a recorded call the case still names the re-laid-out arguments
-    assert record["args"] == [{"name": p, "shape": None, "stride": None, "storage_offset": None, "layout": layout} for p, layout in finding.layouts]
+    assert record["args"] == [{"name": p, "shape": None, "stride": None, "storage_offset": None, "layout": layout}
+                              for p, layout in finding.layouts]
 
 
 def test_repro_paths_outside_the_folder_are_kept_as_given(findings, tmp_path):
@@ -151,10 +156,12 @@ def test_groups_split_by_trigger_and_keep_every_finding(findings):
     # transposed self and strided self are one property (self's strides), so one group;
     # unshrunk, a case that lays out tensor1 and tensor2 as well is keyed by them too
     alone = [g for g in groups if all({p for p, _ in by_id[i].layouts} == {"input"} for i in g.findings)]
-    assert len(alone) == 1 and {l for i in alone[0].findings for _, l in by_id[i].layouts} == {"strided", "transposed"}, layouts_of
+    alone_layouts = {layout for i in alone[0].findings for _, layout in by_id[i].layouts}
+    assert len(alone) == 1 and alone_layouts == {"strided", "transposed"}, layouts_of
     assert "non-contiguous input" in alone[0].summary
     # at a storage offset it would be another group
-    offset = dataclasses.replace(findings[0], id="f-offset", case_id=findings[0].case_id.replace("input=transposed", "input=offset").replace("input=strided", "input=offset"))
+    at_offset = findings[0].case_id.replace("input=transposed", "input=offset").replace("input=strided", "input=offset")
+    offset = dataclasses.replace(findings[0], id="f-offset", case_id=at_offset)
     assert len(group([*findings, offset])) == len(groups) + 1
     assert sum(len(g.findings) for g in groups) == len(findings)
     for g in groups:
@@ -174,3 +181,56 @@ def test_group_key_separates_kind_and_variant(findings):
     groups = group([finding, other_kind, other_variant, same_but_float64])
     assert [g.findings for g in groups] == [(finding.id, "f-float64"), ("f-other-kind",), ("f-other-variant",)]
     assert "float32, float64" in groups[0].summary
+
+
+# --- the Python API writes what the command line writes -----------------------------------------
+
+
+def test_sweep_from_python_writes_the_findings_file_junit_and_repros(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    import torchsleuth
+
+    out, db = tmp_path / "out", str(tmp_path / "runs.db")
+    config = SweepConfig(ops=("addcmul",), dtypes=("float32",), variants=("inplace",), samples=1, layouts=("contiguous", "transposed"),
+                         workers=0)
+    library = torch.library.Library("aten", "IMPL")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
+            library.impl("addcmul_", _addcmul_dropping_writes, "CPU")
+        result = torchsleuth.sweep(config, db=db, out=out, json=out / "findings.json", junit=tmp_path / "junit.xml")
+    finally:
+        library._destroy()
+    assert result.findings and {f.kind for f in result.findings} == {"dropped_write"}
+    assert result.written == {"repro scripts": str(out / "repros"), "findings file": str(out / "findings.json"),
+                              "junit": str(tmp_path / "junit.xml"), "database": f"{db} (run 1)"}
+    # the findings file is the contract's, of the findings as reported (shrunk), each with its script
+    data = strict_json((out / "findings.json").read_text())
+    reported = [result.reported(f) for f in result.findings]
+    paths = {f.id: out / "repros" / f"{f.id}.py" for f in reported}
+    assert data == findings_file.document(
+        command="ops", device="cpu", torch_version=torch.__version__, cases=result.cases, seconds=result.seconds, findings=reported,
+        groups=result.groups, repro_paths=paths, base=out, found_as={f.id: f.case_id for f in result.findings}, flaky=result.flaky)
+    for finding in reported:
+        assert paths[finding.id].read_text() == repro.script(finding)
+    # JUnit: the op's test case fails with the findings
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite.get("name") == "addcmul"
+    failure = suite.find("testcase").find("failure")
+    assert failure is not None and failure.get("type") == "dropped_write"
+    assert all(f.id in failure.text for f in reported)
+
+
+def test_sweep_from_python_writes_only_what_it_is_asked_and_refuses_a_bad_path_before_any_work(tmp_path):
+    import torchsleuth
+    from torchsleuth import UsageError
+
+    config = SweepConfig(ops=("neg",), dtypes=("float32",), variants=("functional",), samples=1, layouts=("contiguous",), workers=0)
+    result = torchsleuth.sweep(config, db=str(tmp_path / "runs.db"))
+    assert not result.findings and result.written == {"database": f"{tmp_path / 'runs.db'} (run 1)"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.db"]
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(UsageError, match="--json"):
+        torchsleuth.sweep(config, db=str(tmp_path / "other.db"), json=tmp_path / "a-file" / "findings.json")
+    assert not (tmp_path / "other.db").exists()

@@ -24,6 +24,7 @@ from torchsleuth.drill.override import override, planted
 from torchsleuth.optim import OptimConfig, core, discover, sweep
 from torchsleuth.optim.matrix import Configuration, Option, plan
 from torchsleuth.optim.judge import findings as judge_findings
+from torchsleuth.sweep import Silent
 
 # What a planted run imports: the seed story's two kernels, dropping their writes into a non-contiguous self.
 PLANT = """\
@@ -73,11 +74,13 @@ def test_discovery_reads_facts_from_torch():
 
 def test_case_ids_round_trip_and_name_option_and_layout():
     option = Option(name="amsgrad", kwargs=(("amsgrad", True),))
-    configuration = Configuration(optimizer="Adam", implementation="foreach", dtype="bfloat16", device="cpu", layout="transposed", option=option)
+    configuration = Configuration(optimizer="Adam", implementation="foreach", dtype="bfloat16", device="cpu", layout="transposed",
+                                  option=option)
     case = configuration.case
     assert case.id == "Adam|foreach|bfloat16|cpu|s0|param=transposed|option:amsgrad"
     assert type(case).parse(case.id) == case
-    default = Configuration(optimizer="SGD", implementation="forloop", dtype="float32", device="cpu", layout="contiguous", option=Option(name="default"))
+    default = Configuration(optimizer="SGD", implementation="forloop", dtype="float32", device="cpu", layout="contiguous",
+                            option=Option(name="default"))
     assert default.case.id == "SGD|forloop|float32|cpu|s0|contiguous" and default.is_baseline
 
 
@@ -110,8 +113,10 @@ def test_layouts_and_the_state_that_inherits_them(layout, expected):
 
 
 def test_a_frozen_parameter_is_a_dropped_write_and_a_nudged_one_a_mismatch():
-    configuration = Configuration(optimizer="Adam", implementation="forloop", dtype="float32", device="cpu", layout="transposed", option=Option(name="default"))
-    reference = core.trajectory(torch.optim.Adam, {"foreach": False}, layout="contiguous", dtype=torch.float32, device="cpu", steps=3, seed=0)
+    configuration = Configuration(optimizer="Adam", implementation="forloop", dtype="float32", device="cpu", layout="transposed",
+                                  option=Option(name="default"))
+    reference = core.trajectory(torch.optim.Adam, {"foreach": False}, layout="contiguous", dtype=torch.float32, device="cpu", steps=3,
+                                seed=0)
     frozen_weight = dict(reference.final, weight=reference.initial["weight"].to(torch.float32))
     frozen = dataclasses.replace(reference, final=frozen_weight)
     (found,) = judge_findings(configuration, frozen, reference, reference="layout", sensitivity={}, u=2.0**-24, steps=3)
@@ -182,24 +187,40 @@ def test_planted_dropped_write_is_found_on_non_contiguous_layouts_only(tmp_path,
 
 
 def test_a_killed_run_resumes_without_running_anything_twice(tmp_path):
+    """The run frame every command shares: a run cut off resumes; each configuration runs and counts once."""
     config = OptimConfig(optimizers=("SGD",), dtypes=("float32",), layouts=("contiguous", "transposed"))
     db = str(tmp_path / "runs.db")
 
-    class Interrupt:
-        seen = 0
-
-        def start(self, *, total, done, resumed): pass
-        def finish(self): pass
+    class Interrupt(Silent):
+        def __init__(self):
+            self.seen = 0
 
         def outcome(self, outcome):
-            Interrupt.seen += 1
-            if Interrupt.seen == 7:
+            self.seen += 1
+            if self.seen == 7:
                 raise KeyboardInterrupt
+
+    class Counting(Silent):
+        def __init__(self):
+            self.started, self.seen = None, []
+
+        def start(self, *, units, done, resumed):
+            self.started = (units, done, resumed)
+
+        def outcome(self, outcome):
+            self.seen.append(outcome.case.id)
 
     with pytest.raises(KeyboardInterrupt):
         sweep(config, db=db, progress=Interrupt())
-    result = sweep(config, db=db)
+    progress = Counting()
+    result = sweep(config, db=db, progress=progress, json=str(tmp_path / "findings.json"))
     assert result.resumed and result.cases == 3 * 2 * 5 and result.run.finished is not None
+    assert progress.started == (30, 7, True) and len(progress.seen) == len(set(progress.seen)) == 30 - 7
+    # the same cases with the same statuses as a run never cut off, and the findings file written on resume
+    whole = sweep(config, db=str(tmp_path / "whole.db"))
+    assert (result.run.id, whole.run.id) == (1, 1) and result.statuses == whole.statuses
+    assert json.loads((tmp_path / "findings.json").read_text())["cases"] == whole.cases
+    assert result.written["findings file"] == str(tmp_path / "findings.json")
 
 
 # --- the command line ---------------------------------------------------------------------

@@ -44,7 +44,8 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     _lib.impl("acosh", _acosh, "CPU")
 """
-SMALL = ["ops", "--ops", "addcmul", "--dtypes", "float32", "--samples", "1", "--variants", "functional", "--layouts", "contiguous,transposed", "--workers", "0", "--no-progress"]
+SMALL = ["ops", "--ops", "addcmul", "--dtypes", "float32", "--samples", "1", "--variants", "functional",
+         "--layouts", "contiguous,transposed", "--workers", "0", "--no-progress"]
 TIMEOUT = 300
 
 
@@ -181,7 +182,8 @@ def test_killed_sweep_resumes_where_it_stopped(tmp_path, processes):
     assert {case: after[case] for case in before} == before  # what was stored before the kill stands
     assert findings(killed_db, 1) == findings(reference_db, 1)
     assert summary_cases(rerun.stdout) == summary_cases(stdout) == len(expected)  # nothing counted twice
-    assert query(killed_db, "SELECT COUNT(*) FROM units WHERE run = 1 AND state = 'done'") == query(reference_db, "SELECT COUNT(*) FROM units WHERE run = 1 AND state = 'done'")
+    done_units = "SELECT COUNT(*) FROM units WHERE run = 1 AND state = 'done'"
+    assert query(killed_db, done_units) == query(reference_db, done_units)
     runs = query(killed_db, "SELECT id, finished IS NOT NULL FROM runs ORDER BY id")
     assert runs == [(1, 1), (2, 1)]
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -116,7 +118,7 @@ def test_options_cover_every_kind_and_only_even_strided_shards():
 
 
 def test_combinations_name_each_argument_alone_first_and_keep_the_budget():
-    arguments = {"input": placing.options((4, 4), "float32", placing.mesh("2")), "other": placing.options((4, 4), "float32", placing.mesh("2"))}
+    arguments = {name: placing.options((4, 4), "float32", placing.mesh("2")) for name in ("input", "other")}
     chosen = placing.combinations(arguments, 6, seed="x")
     assert len(chosen) == 6
     assert [len(c) for c in chosen[:4]] == [1, 1, 1, 1]
@@ -261,8 +263,9 @@ def test_cli_finds_the_planted_rule_shrinks_it_and_writes_the_findings_file_and_
 
     out = tmp_path / "out"
     with planted_rule(torch.ops.aten.transpose.int, strided_split_factor_dropped):
-        code = main(["shard", "--workers", "0", "--ops", "composite.flatten_transpose", "--mesh", "2", "--placements", "shard", "--gloo", "0",
-                     "--variants", "functional", "--combinations", "2", "--out", str(out), "--json", str(out / "f.json"), "--no-progress"])
+        code = main(["shard", "--workers", "0", "--ops", "composite.flatten_transpose", "--mesh", "2", "--placements", "shard",
+                     "--gloo", "0", "--variants", "functional", "--combinations", "2", "--out", str(out), "--json", str(out / "f.json"),
+                     "--no-progress"])
     assert code == 1
     data = json.loads((out / "f.json").read_text())
     assert data["command"] == "shard" and data["findings"]
@@ -288,6 +291,95 @@ def test_cli_a_clean_selection_exits_0(tmp_path):
     code = main(["shard", "--workers", "2", "--ops", "composite.flatten_softmax", "--mesh", "2x2", "--gloo", "0", "--combinations", "3",
                  "--out", str(tmp_path), "--no-progress"])
     assert code == 0
+
+
+def test_a_killed_run_resumes_without_running_anything_twice(tmp_path):
+    """The run frame every command shares: cut off midway through a unit, the same call resumes after its last stored case."""
+    from torchsleuth.shard.cases import ShardConfig
+    from torchsleuth.shard.sweep import sweep
+    from torchsleuth.sweep import Silent
+
+    config = ShardConfig(ops=("composite.flatten_softmax", "composite.flatten_sum"), variants=("functional",), meshes=("2",),
+                         combinations=3, gloo=0, shrink=False, workers=0)
+
+    class Interrupt(Silent):
+        seen = 0
+
+        def outcome(self, outcome):
+            self.seen += 1
+            if self.seen == 4:  # the first case of the second unit: stored, the rest of the unit not run
+                raise KeyboardInterrupt
+
+    class Counting(Silent):
+        started, seen = None, ()
+
+        def start(self, *, units, done, resumed):
+            self.started = (units, done, resumed)
+
+        def outcome(self, outcome):
+            self.seen += (outcome.case.id,)
+
+    db = str(tmp_path / "runs.db")
+    with pytest.raises(KeyboardInterrupt):
+        sweep(config, db=db, progress=Interrupt())
+    progress = Counting()
+    resumed = sweep(config, db=db, progress=progress, json=tmp_path / "findings.json")
+    whole = sweep(config, db=str(tmp_path / "whole.db"))
+    assert resumed.resumed and resumed.run.id == 1 and resumed.run.finished is not None
+    assert progress.started == (2, 1, True) and len(set(progress.seen)) == len(progress.seen) == whole.cases - 4
+    assert resumed.statuses == whole.statuses and resumed.cases == whole.cases == 6
+    assert json.loads((tmp_path / "findings.json").read_text())["cases"] == 6
+
+
+# What ``--import`` loads in every rank of a torchrun launch: DTensor's rule for transpose,
+# dropping a _StridedShard's split factor from the placement it claims (as ``planted_rule`` does).
+RANK_PLANT = """\
+import copy
+
+import torch
+from torch.distributed.tensor import DTensor, Shard
+from torch.distributed.tensor._dtensor_spec import DTensorSpec
+from torch.distributed.tensor._sharding_prop import LocalLRUCache
+
+from torchsleuth.shard import support
+
+_propagator = DTensor._op_dispatcher.sharding_propagator
+_original = _propagator.propagate_op_sharding_non_cached
+
+
+def _patched(schema):
+    result = _original(schema)
+    spec = result.output_spec
+    if schema.op is torch.ops.aten.transpose.int and isinstance(spec, DTensorSpec):
+        placements = tuple(Shard(p.dim) if isinstance(p, support.strided_shard()) else p for p in spec.placements)
+        result = copy.copy(result)
+        result.output_spec = DTensorSpec(spec.mesh, placements, tensor_meta=spec.tensor_meta)
+    return result
+
+
+_propagator.propagate_op_sharding_non_cached = _patched
+_propagator.propagate_op_sharding = LocalLRUCache(_patched)
+"""
+
+
+def test_torchrun_mode_judges_on_rank_0_which_alone_writes_and_reports(tmp_path):
+    from pathlib import Path
+
+    (tmp_path / "rank_plant.py").write_text(RANK_PLANT)
+    torchrun = Path(sys.executable).with_name("torchrun")
+    done = subprocess.run([str(torchrun), "--nproc-per-node", "2", "-m", "torchsleuth.cli.main", "shard", "--backend", "gloo",
+                           "--import", "rank_plant.py", "--ops", "composite.flatten_transpose", "--mesh", "2", "--placements", "shard",
+                           "--variants", "functional", "--combinations", "2", "--out", "out", "--json", "out/f.json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    # rank 0 exits 1 (findings), which torchrun reports as a failed launch
+    assert done.returncode != 0 and re.search(r"exitcode\s*:\s*1\b", done.stderr), done.stdout + done.stderr
+    assert done.stdout.count("run 1  shard on cpu") == 1, done.stdout  # one summary: rank 0's
+    assert "repro scripts: out/repros" in done.stdout and "findings file: out/f.json" in done.stdout
+    data = json.loads((tmp_path / "out" / "f.json").read_text())
+    assert data["command"] == "shard" and data["cases"] == 2
+    (finding,) = data["findings"]
+    assert finding["kind"] == "sharding_mismatch" and finding["op"] == "aten.transpose.int"
+    assert (tmp_path / "out" / finding["repro"]).is_file()
 
 
 def test_cli_usage_errors_are_one_line_and_exit_2(tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from torchsleuth import watch
+from torchsleuth import UsageError, watch
 from torchsleuth.drill.override import planted
 from torchsleuth.watch.shadow import signature
 
@@ -21,7 +22,8 @@ import sae  # noqa: E402
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchsleuth.cli.main", "watch", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "torchsleuth.cli.main", "watch", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
 
 
 # --- the scenario: the seed story's sparse autoencoder, with and without the bug -------------
@@ -53,7 +55,8 @@ def test_the_same_script_without_the_bug_is_clean(tmp_path):
 
 
 def test_invariants_only_still_names_the_frozen_weight(tmp_path):
-    run = cli("--invariants-only", "--import", str(SCENARIOS / "sae_plant.py"), "--out", str(tmp_path / "out"), str(SCENARIOS / "sae.py"), "3", cwd=tmp_path)
+    run = cli("--invariants-only", "--import", str(SCENARIOS / "sae_plant.py"), "--out", str(tmp_path / "out"),
+              str(SCENARIOS / "sae.py"), "3", cwd=tmp_path)
     assert run.returncode == 1
     text = " ".join(run.stdout.split())
     assert "encoder.weight" in text and "did not change" in text
@@ -153,7 +156,7 @@ def test_nan_and_missing_gradients_are_invariant_findings(tmp_path):
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
     unused = torch.nn.Linear(4, 4)  # in the optimizer, never in the forward: no gradient reaches it
     optimizer = torch.optim.SGD([*model.parameters(), *unused.parameters()], lr=0.1)
-    with watch(invariants_only=True, db=str(tmp_path / "runs.db")) as w:
+    with watch(invariants_only=True, db=str(tmp_path / "runs.db"), json=tmp_path / "findings.json", junit=tmp_path / "junit.xml") as w:
         for step in range(2):
             optimizer.zero_grad()
             x = torch.randn(3, 4)
@@ -165,8 +168,18 @@ def test_nan_and_missing_gradients_are_invariant_findings(tmp_path):
     assert "no gradient reached a parameter of shape [4, 4] in no module" in said or "no gradient reached" in said, said
     assert "holds NaN or inf" in said, said
     assert all(f.kind == "invariant" for f in w.findings)
-    # stored as a run like any other, and read back the same way
+    # stored as a run like any other, through the run frame every command shares: read back, its outputs written
     assert w.result.run.command == "watch" and {f.id for f in w.result.findings} == {f.id for f in w.findings}
+    assert w.result.run.finished is not None and w.result.seconds > 0
+    document = json.loads((tmp_path / "findings.json").read_text())
+    assert document["command"] == "watch" and {f["id"] for f in document["findings"]} == {f.id for f in w.findings}
+    assert set(w.result.written) == {"findings file", "junit", "database"} and (tmp_path / "junit.xml").is_file()
+
+
+def test_outputs_without_a_database_are_refused():
+    with pytest.raises(UsageError, match="give db="):
+        with watch(json="findings.json"):
+            pass
 
 
 def test_foreach_optimizer_calls_are_judged():

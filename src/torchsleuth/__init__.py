@@ -6,9 +6,10 @@ API is the product; the ``torchsleuth`` command is a thin layer over it.
 
     import torchsleuth
     config = torchsleuth.SweepConfig(ops=torchsleuth.resolve_ops("addcmul,sum"), workers=2)
-    result = torchsleuth.sweep(config, db="runs.db")
+    result = torchsleuth.sweep(config, db="runs.db", out="out", json="out/findings.json", junit="out/junit.xml")
     for finding in result.findings:
         print(finding.summary)
+    print(result.written)  # the findings file, JUnit XML and out/repros/<id>.py, one script per finding
 """
 
 from ._version import __version__
@@ -17,7 +18,7 @@ from .cases.select import resolve_ops
 from .config import SweepConfig
 from .errors import ExitCode, UsageError
 from .judge.records import Finding, Mismatch, Outcome
-from .sweep import SweepResult, sweep
+from .sweep import Progress, SweepResult, sweep
 from .watch import watch
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "Finding",
     "Mismatch",
     "Outcome",
+    "Progress",
     "SweepConfig",
     "SweepResult",
     "Unit",

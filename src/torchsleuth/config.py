@@ -5,11 +5,31 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+from typing import Any, ClassVar, Protocol
 
 from .cases.records import DEFAULT_DTYPES, LAYOUTS, VARIANTS
 
 DEFAULT_SAMPLES = 3
 DEFAULT_TIMEOUT = 60.0
+
+
+class RunConfig(Protocol):
+    """What the store needs of any run's config (ops, optim, shard, watch): ``Store.start`` reads these.
+
+    A frozen dataclass (the store keeps it as JSON, through ``codec``) that
+    names its command and device, and whose ``key`` identifies what it runs:
+    an unfinished run with the same key is resumed.
+    """
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def command(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    def key(self) -> str: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,4 +1,4 @@
-"""``sweep``: the ops pipeline end to end, as a function (the CLI is a thin layer over it).
+"""``sweep``: the ops pipeline end to end, as a function; and the run frame every command's run goes through.
 
 Design note. The parent process plans the units (one per op and dtype the op
 supports on the device), opens or resumes the run in the store, and hands the
@@ -10,26 +10,41 @@ and the pool carries on. Then the shrink stage (shrink.stage) minimises
 every finding and diagnoses every group, in the same pool. With ``workers=0`` everything runs in this process:
 no isolation, but kernels registered in this process (``torch.library``)
 are seen, which is what tests and ``torchsleuth.check`` want.
+
+The run frame (``run_frame``) is what ops, optim, shard and watch share.
+It checks the output paths, opens the store, starts the run or resumes the
+unfinished one with the same key (``config.RunConfig``), and hands the
+command a ``Frame`` to record outcomes, finished units and notes through,
+each told to the one ``Progress``. On the way out it adds the seconds and
+commits; when the command's body finished, it marks the run finished, reads
+it back (``result``) and writes the outputs asked for (report.outputs), so a
+caller from Python gets the files the command line writes. A body that
+raises (a kill, ^C) leaves the run unfinished with what it stored: the same
+call resumes it, and nothing is counted twice.
 """
 
 from __future__ import annotations
 
-import importlib
-import runpy
+import contextlib
+import dataclasses
+import functools
 import time
-from pathlib import Path
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from pathlib import Path
+from typing import Protocol
 
-from . import _version, deep
+from . import _version
 from .cases import select
 from .cases.records import Case, Unit
-from .config import SweepConfig
+from .config import RunConfig, SweepConfig
 from .engine import describe, run_unit
 from .judge.isolation import isolation_outcome
+from .judge.plugin import BUILTIN, Registry
 from .judge.records import Finding, Outcome
-from .report import groups as grouping
+from .report import groups as grouping, outputs, repro
 from .report.groups import Group
+from .run.imports import load_imports
 from .run.pool import Callbacks, Pool
 from .shrink import stage
 from .shrink.records import Shrunk
@@ -37,17 +52,23 @@ from .store.sqlite import RunInfo, Store
 
 
 class Progress(Protocol):
-    def start(self, *, units: int, done: int, resumed: bool) -> None: ...
-    def outcome(self, outcome: Outcome) -> None: ...
-    def unit_done(self, unit: Unit) -> None: ...
+    """What every command's run tells its display (the CLI's is a rich bar; ``Silent`` shows nothing)."""
+
+    def start(self, *, units: int, done: int, resumed: bool) -> None: ...  # pieces of work in all, and those done before
+    def outcome(self, outcome: Outcome) -> None: ...  # a case stored
+    def unit_done(self, unit: Unit) -> None: ...  # a piece of work finished
+    def step(self, name: str, done: int, total: int) -> None: ...  # a stage after the cases: shrinking, diagnosing, a cross-check
     def finish(self) -> None: ...
 
 
-class _Silent:
-    def start(self, *, units, done, resumed): pass
-    def outcome(self, outcome): pass
-    def unit_done(self, unit): pass
-    def finish(self): pass
+class Silent:
+    """A ``Progress`` that shows nothing; subclass it to hear of some events only."""
+
+    def start(self, *, units: int, done: int, resumed: bool) -> None: pass
+    def outcome(self, outcome: Outcome) -> None: pass
+    def unit_done(self, unit: Unit) -> None: pass
+    def step(self, name: str, done: int, total: int) -> None: pass
+    def finish(self) -> None: pass
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -63,6 +84,7 @@ class SweepResult:
     groups: tuple[Group, ...] = ()
     shrunk: dict[str, Shrunk] = field(default_factory=dict)  # finding id -> its shrinking
     flaky: tuple[Finding, ...] = ()  # findings that did not recur on replay: not reported as bugs
+    written: dict[str, str] = field(default_factory=dict)  # what was written where ("findings file" -> path), as the summary lists it
 
     def reported(self, finding: Finding) -> Finding:
         """The finding as reported: shrunk when it was (its repro is written from this)."""
@@ -74,126 +96,174 @@ class SweepResult:
         return sum(self.statuses.values())
 
 
-# What each --import loaded, kept for the life of the process (a .py file's
-# globals: a torch.library.Library held only by a file's top level unregisters
-# its kernels when it is collected); each is loaded once per process.
-_IMPORTED: dict[str, object] = {}
+# --- the run frame -------------------------------------------------------------------------
 
 
-def load_imports(imports: tuple[str, ...]) -> None:
-    """Import the user's modules (custom kernels, backends) before any case runs, each once."""
-    for name in imports:
-        if name not in _IMPORTED:
-            _IMPORTED[name] = runpy.run_path(name, run_name="__torchsleuth_import__") if name.endswith(".py") else importlib.import_module(name)
+class Frame:
+    """One run, open in the store: what a command's body records through. ``result`` once the frame has closed."""
+
+    def __init__(self, *, store: Store, run: RunInfo, resumed: bool, progress: Progress):
+        self.store, self.run, self.resumed, self.progress = store, run, resumed, progress
+        self.result: SweepResult | None = None
+
+    def start(self, *, units: int, done: int) -> None:
+        """The work is planned: ``units`` pieces in all, ``done`` of them before (a resumed run)."""
+        self.progress.start(units=units, done=done, resumed=self.resumed)
+
+    def record(self, outcome: Outcome) -> bool:
+        """Store an outcome and tell the progress; False (and untold) when the case was stored already."""
+        if not self.store.add(self.run.id, outcome):
+            return False
+        self.progress.outcome(outcome)
+        return True
+
+    def unit_begun(self, unit: Unit) -> set[str]:
+        """Mark ``unit`` running; the ids of its cases stored already (a unit cut off by a kill resumes after them)."""
+        self.store.unit_state(self.run.id, unit, "running")
+        return self.store.cases_done(self.run.id, unit)
+
+    def unit_done(self, unit: Unit, state: str = "done", detail: str = "") -> None:
+        self.store.unit_state(self.run.id, unit, state, detail)
+        self.progress.unit_done(unit)
+
+    def note(self, kind: str, detail: str) -> None:
+        self.store.note(self.run.id, kind, detail)
 
 
-def _work(item, config: SweepConfig, skip: frozenset[str], only: str | None):
+@contextlib.contextmanager
+def run_frame(config: RunConfig, *, db: str | Path, progress: Progress | None = None, out: str | Path | None = None,
+              json: str | Path | None = None, junit: str | Path | None = None, scripts: outputs.Scripts | None = None,
+              started: float | None = None) -> Iterator[Frame]:
+    """A run of ``config`` in the store at ``db``, started or resumed; ``frame.result`` after, its outputs written.
+
+    ``out``, ``json``, ``junit``: where the repro scripts (``scripts`` writes
+    them; default the op scripts), the findings file and JUnit XML go, each
+    only when given. ``started``: when the run's work began
+    (``time.monotonic()``), if before the frame opened.
+    """
+    import torch
+
+    outputs.check(out=out, json=json, junit=junit)
+    progress = progress or Silent()
+    store = Store(db)
+    try:
+        run, resumed = store.start(config, torch_version=torch.__version__, version=_version.__version__)
+        frame = Frame(store=store, run=run, resumed=resumed, progress=progress)
+        started = time.monotonic() if started is None else started
+        try:
+            yield frame
+        finally:
+            store.add_seconds(run.id, time.monotonic() - started)
+            store.commit()
+            progress.finish()
+        store.finish(run.id)
+        stored = result(store, run.id, resumed=resumed)
+        rows = store.outcome_rows(run.id) if junit else ()  # JUnit lists every case, which only the store holds
+        written = outputs.write_outputs(stored, out=out, json=json, junit=junit, rows=rows, scripts=scripts)
+        written["database"] = f"{db} (run {run.id})"
+        frame.result = dataclasses.replace(stored, written=written)
+    finally:
+        store.close()
+
+
+# --- the ops sweep ---------------------------------------------------------------------------
+
+
+def _work(item, config: SweepConfig, skip: frozenset[str], only: str | None, *, oracles: Registry = BUILTIN):
     """A worker's work: a unit of the sweep, or a job of the shrink stage."""
-    if not getattr(_work, "loaded", False):
-        load_imports(config.imports)
-        _work.loaded = True
+    load_imports(config.imports)  # once per process
     if isinstance(item, Unit):
-        return run_unit(item, config, skip, only=only)
-    return stage.work(item, config, skip, only)
+        return run_unit(item, config, skip, only=only, oracles=oracles)
+    return stage.work(item, config, skip, only, oracles=oracles)
 
 
 def _describe(item, config: SweepConfig, case_id: str):
     return describe(item, config, case_id) if isinstance(item, Unit) else None
 
 
-def sweep(config: SweepConfig, *, db: str, progress: Progress | None = None) -> SweepResult:
-    import torch
+def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = None, oracles: Registry = BUILTIN,
+          out: str | Path | None = None, json: str | Path | None = None, junit: str | Path | None = None) -> SweepResult:
+    """Sweep ``config``, storing into ``db``; ``oracles`` is the registry of the oracle plug-ins ``config.oracles`` names.
 
-    progress = progress or _Silent()
-    store = Store(db)
-    try:
-        run, resumed = store.start(config, torch_version=torch.__version__, version=_version.__version__)
+    ``out`` gets a repro script per finding (``out/repros``), ``json`` the
+    findings file, ``junit`` JUnit XML; ``result.written`` says what went where.
+    Rerun after a kill, the same call resumes the unfinished run.
+    """
+    scripts = functools.partial(repro.write_scripts, oracles=oracles)
+    with run_frame(config, db=db, progress=progress, out=out, json=json, junit=junit, scripts=scripts) as frame:
         units = select.units(config.ops, config.dtypes, config.device)
-        finished = store.finished_units(run.id)
+        finished = frame.store.finished_units(frame.run.id)
         todo = [u for u in units if u.key not in finished]
-        progress.start(units=len(units), done=len(units) - len(todo), resumed=resumed)
-        started = time.monotonic()
-        pool = None
-        if config.workers:  # one pool for the sweep and its shrink stage
-            pool = Pool(_work, _describe, config, workers=config.workers, timeout=config.timeout, threads=config.threads, log=worker_log(store.path),
-                        slower=deep.slower)
+        frame.start(units=len(units), done=len(units) - len(todo))
+        pool = _pool(config, db, oracles) if config.workers else None  # one pool for the sweep and its shrink stage
         try:
-            _execute(config, store, run, todo, progress, pool)
+            _execute(config, frame, todo, pool, oracles)
             if config.shrink:
-                shrink_run(config, store, run.id, progress, pool=pool)
+                shrink_run(config, frame.store, frame.run.id, frame.progress, pool=pool, oracles=oracles)
         finally:
             if pool is not None:
                 pool.close()
-            store.add_seconds(run.id, time.monotonic() - started)
-            store.commit()
-            progress.finish()
-        store.finish(run.id)
-        return result(store, run.id, resumed=resumed)
-    finally:
-        store.close()
+    done = frame.result
+    log = Path(worker_log(db))
+    if log.is_file() and log.stat().st_size:
+        shown = f"{log} (what kernels printed: device asserts, crash traces)"
+        done = dataclasses.replace(done, written={**done.written, "worker output": shown})
+    return done
 
 
-def _execute(config: SweepConfig, store: Store, run: RunInfo, todo: list[Unit], progress: Progress, pool: Pool | None) -> None:
-    def record(outcome: Outcome) -> None:
-        if store.add(run.id, outcome):
-            progress.outcome(outcome)
-
-    def unit_done(unit: Unit, state: str = "done", detail: str = "") -> None:
-        store.unit_state(run.id, unit, state, detail)
-        progress.unit_done(unit)
-
-    if config.workers == 0:
+def _execute(config: SweepConfig, frame: Frame, todo: list[Unit], pool: Pool | None, oracles: Registry) -> None:
+    if pool is None:
         load_imports(config.imports)
         for unit in todo:
-            store.unit_state(run.id, unit, "running")
+            stored = frozenset(frame.unit_begun(unit))
             try:
-                for kind, payload in run_unit(unit, config, frozenset(store.cases_done(run.id, unit))):
+                for kind, payload in run_unit(unit, config, stored, oracles=oracles):
                     if kind == "outcome":
-                        record(payload)
+                        frame.record(payload)
             except Exception as e:
-                unit_done(unit, "failed", f"{type(e).__name__}: {e}")
+                frame.unit_done(unit, "failed", f"{type(e).__name__}: {e}")
                 continue
-            unit_done(unit)
+            frame.unit_done(unit)
         return
-
     pool.timeout = config.timeout
-    pool.run(todo, close=False, callbacks=pool_callbacks(store, run.id, record, unit_done))
+    pool.run(todo, close=False, callbacks=pool_callbacks(frame))
 
 
-def pool_callbacks(store: Store, run_id: int, record: Callable[[Outcome], None], unit_done: Callable[..., None]) -> Callbacks:
-    """What a pool reports, into the store: outcomes, crashes and hangs as findings, units begun and done."""
-
-    def skip_for(unit) -> set[str]:
-        store.unit_state(run_id, unit, "running")
-        return store.cases_done(run_id, unit)
-
+def pool_callbacks(frame: Frame) -> Callbacks:
+    """What a pool reports, into the frame's run: outcomes, crashes and hangs as findings, units begun and done."""
     return Callbacks(
-        skip_for=skip_for,
-        on_outcome=lambda unit, outcome: record(outcome),
-        on_failed=lambda unit, case_id, kind, how, call: record(isolation_outcome(Case.parse(case_id), kind, how, call)),
-        on_collateral=lambda unit, case_id, how: store.note(run_id, "collateral", f"{case_id}: a worker died during it, but {how}"),
-        on_unit_done=lambda unit, state, detail: unit_done(unit, state, detail),
+        skip_for=frame.unit_begun,
+        on_outcome=lambda unit, outcome: frame.record(outcome),
+        on_failed=lambda unit, case_id, kind, how, call: frame.record(isolation_outcome(Case.parse(case_id), kind, how, call)),
+        on_collateral=lambda unit, case_id, how: frame.note("collateral", f"{case_id}: a worker died during it, but {how}"),
+        on_unit_done=frame.unit_done,
     )
 
 
-def shrink_run(config: SweepConfig, store: Store, run_id: int, progress: Progress | None = None, *, pool: Pool | None = None) -> None:
+def shrink_run(config: SweepConfig, store: Store, run_id: int, progress: Progress | None = None, *, pool: Pool | None = None,
+               oracles: Registry = BUILTIN) -> None:
     """The shrink stage: minimise every finding, then diagnose every group (shrink.stage).
 
     In ``pool`` when given (the sweep's, whose workers are up already); else in
     a pool of its own, closed at the end (none with ``workers=0``).
     """
-    step = getattr(progress, "step", None)
+    step = progress.step if progress is not None else None
     own = pool is None and config.workers > 0
     if own:
-        pool = Pool(_work, _describe, config, workers=config.workers, timeout=config.timeout, threads=config.threads, log=worker_log(store.path),
-                        slower=deep.slower)
+        pool = _pool(config, store.path, oracles)
     try:
-        stage.shrink_findings(config, store, run_id, step=step, pool=pool)
+        stage.shrink_findings(config, store, run_id, step=step, pool=pool, oracles=oracles)
         findings, groups = grouping.of_run(store, run_id)
-        stage.diagnose_groups(config, store, run_id, groups, findings, step=step, pool=pool)
+        stage.diagnose_groups(config, store, run_id, groups, findings, step=step, pool=pool, oracles=oracles)
     finally:
         if own:
             pool.close()
+
+
+def _pool(config: SweepConfig, db: str | Path, oracles: Registry) -> Pool:
+    """One pool for a sweep and its shrink stage; an oracle's case may take its ``slower`` times the timeout."""
+    return Pool(functools.partial(_work, oracles=oracles), _describe, config, workers=config.workers, timeout=config.timeout,
+                threads=config.threads, log=worker_log(db), slower=oracles.slower)
 
 
 def worker_log(db: str | Path) -> str:
@@ -203,6 +273,7 @@ def worker_log(db: str | Path) -> str:
 
 
 def result(store: Store, run_id: int, *, resumed: bool = False) -> SweepResult:
+    """A run as stored (every command's), its findings grouped; nothing written."""
     run = store.run(run_id)
     statuses = dict(store.status_counts(run_id))
     reasons = {status: dict(store.reasons(run_id, status)) for status in ("skip", "raised", "error") if statuses.get(status)}

@@ -1,4 +1,4 @@
-"""What the commands' arguments share: the parser of a command, numbers, CPUs, writable paths."""
+"""What the commands' arguments share: the parser of a command, numbers, CPUs, --import."""
 
 from __future__ import annotations
 
@@ -58,23 +58,9 @@ def seconds(text: str) -> float:
     return value
 
 
-def writable_file(path: str | Path, flag: str) -> None:
-    """Refuse a file path that cannot be written (a folder, or under a regular file or a read-only folder)."""
-    if Path(path).is_dir() or not creatable_dir(Path(path).resolve().parent):
-        raise UsageError(f"cannot write the {flag} file {str(path)!r}: not a writable file path")
-
-
-def creatable_dir(path: Path) -> bool:
-    """Whether ``path`` is a writable directory, or could be made one under a writable one."""
-    path = path.resolve()
-    while not path.exists():
-        path = path.parent
-    return path.is_dir() and os.access(path, os.W_OK)
-
-
 def imports(names: list[str]) -> tuple[str, ...]:
     """The --import modules, loaded here (and kept) so that a broken one stops the command before it starts."""
-    from ..sweep import load_imports
+    from ..run.imports import load_imports
 
     resolved = []
     for name in names:

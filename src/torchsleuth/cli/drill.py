@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..errors import ExitCode, UsageError
-from .arguments import command, count, cpus, creatable_dir
+from ..report.outputs import creatable_dir
+from .arguments import command, count, cpus
 
 
 def _epilog() -> str:
@@ -47,7 +48,8 @@ examples:
 
 
 def add_parser(commands) -> None:
-    p = command(commands, "drill", "plant a bug of each class and check that each is caught (can a clean report be trusted?)", __doc__, _epilog())
+    p = command(commands, "drill", "plant a bug of each class and check that each is caught (can a clean report be trusted?)",
+                __doc__, _epilog())
     p.add_argument("--classes", metavar="LIST", help="bug classes to drill, comma-separated (see below); default: all")
     p.add_argument("--workers", type=_workers, default=cpus(), metavar="N",
                    help="sweeps run at once, each in a worker process of its own (default: one per CPU; at least 1)")

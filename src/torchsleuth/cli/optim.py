@@ -57,9 +57,11 @@ def add_parser(commands) -> None:
 
     p = command(commands, "optim", "run every optimizer's implementations over parameter layouts and dtypes, judged "
                 "against the for-loop and float64 runs", __doc__, EPILOG)
-    p.add_argument("--optimizers", metavar="NAMES", help="optimizer class names, comma-separated (Adam,SGD); default: every one in torch.optim")
+    p.add_argument("--optimizers", metavar="NAMES",
+                   help="optimizer class names, comma-separated (Adam,SGD); default: every one in torch.optim")
     p.add_argument("--device", default="cpu", help="device to test: cpu, cuda, cuda:1, mps, ... (default: cpu)")
-    p.add_argument("--dtypes", metavar="LIST", help=f"dtypes, comma-separated, from {', '.join(DTYPES)} (default {','.join(DEFAULT_DTYPES)})")
+    p.add_argument("--dtypes", metavar="LIST",
+                   help=f"dtypes, comma-separated, from {', '.join(DTYPES)} (default {','.join(DEFAULT_DTYPES)})")
     p.add_argument("--layouts", metavar="LIST", help=f"parameter layouts, comma-separated: {', '.join(LAYOUTS)} (default all)")
     p.add_argument("--impls", metavar="LIST", help=f"implementations, comma-separated: {', '.join(IMPLEMENTATIONS)} (default all)")
     p.add_argument("--options", metavar="LIST", help="options, comma-separated ('default' is no option; e.g. default,amsgrad); default all")
@@ -89,9 +91,8 @@ def run(args) -> int:
     from .. import devices
     from ..cases.select import resolve_names
     from ..optim import DEFAULT_DTYPES, DTYPES, IMPLEMENTATIONS, LAYOUTS, OptimConfig, matrix
-    from ..optim.sweep import sweep, write_outputs
-    from ..report import terminal
-    from .ops import writable_outputs
+    from ..optim.sweep import sweep
+    from ..report import outputs, terminal
 
     # the cheap checks first, so that a typo is reported before anything runs
     dtypes = _dtypes(args.dtypes, DTYPES, DEFAULT_DTYPES)
@@ -99,7 +100,7 @@ def run(args) -> int:
     implementations = resolve_names(args.impls, IMPLEMENTATIONS, "implementation", IMPLEMENTATIONS)
     device = devices.parse(args.device)
     out = Path(args.out)
-    writable_outputs(out, args.json)
+    outputs.check(out=out, json=args.json)
     optimizers = resolve_names(args.optimizers, matrix.names(), "optimizer", ())
     imports = load(args.imports)
     specs = matrix.discover(optimizers)
@@ -109,11 +110,8 @@ def run(args) -> int:
     if not [c for c in matrix.plan(specs, config) if not c.skip]:
         raise UsageError("nothing to run: no selected optimizer has the selected implementations and options "
                          f"({', '.join(implementations)}; {', '.join(options) or 'every option'})")
-    db = args.db or str(out / "runs.db")
-    result = sweep(config, db=db, progress=Progress(enabled=not args.no_progress))
-    groups, written = write_outputs(result, config, out=out, json_path=args.json)
-    written["database"] = f"{db} (run {result.run.id})"
-    terminal.summary(result, groups=groups, written=written)
+    result = sweep(config, db=args.db or str(out / "runs.db"), progress=Progress(enabled=not args.no_progress), out=out, json=args.json)
+    terminal.summary(result, written=result.written)
     return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
 
 
@@ -133,7 +131,7 @@ def _dtypes(text: str | None, allowed: tuple[str, ...], default: tuple[str, ...]
 
 
 class Progress:
-    """A rich progress bar over configurations (``optim.sweep.Progress``), on stderr."""
+    """A rich progress bar over configurations (a ``sweep.Progress``: an optim run's units are its configurations), on stderr."""
 
     def __init__(self, *, enabled: bool = True):
         from rich.console import Console
@@ -144,11 +142,11 @@ class Progress:
         self._bar = None
         self._task = None
 
-    def start(self, *, total: int, done: int, resumed: bool) -> None:
+    def start(self, *, units: int, done: int, resumed: bool) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         if resumed:
-            self.console.print(f"[bold]resuming[/] the unfinished run: {done} of {total} configurations already done")
+            self.console.print(f"[bold]resuming[/] the unfinished run: {done} of {units} configurations already done")
         if not self.enabled:
             return
         self._bar = Bar(
@@ -157,7 +155,7 @@ class Progress:
             console=self.console,
         )
         self._bar.start()
-        self._task = self._bar.add_task("optim".ljust(28), total=total, completed=done, findings=0)
+        self._task = self._bar.add_task("optim".ljust(28), total=units, completed=done, findings=0)
 
     def outcome(self, outcome) -> None:
         self.findings += len(outcome.findings)
@@ -165,6 +163,12 @@ class Progress:
             case = outcome.case
             what = f"{case.op} {case.variant} {case.dtype}"
             self._bar.update(self._task, advance=1, findings=self.findings, description=what[:28].ljust(28))
+
+    def unit_done(self, unit) -> None:
+        pass  # the bar moves on each configuration's outcome
+
+    def step(self, name: str, done: int, total: int) -> None:
+        pass  # an optim run has no stage after its configurations
 
     def finish(self) -> None:
         if self._bar is not None:

@@ -50,7 +50,7 @@ def run(args) -> int:
     from ..report import html, junit, view
     from ..store.runs import open_run
     from ..sweep import result as stored_result
-    from .arguments import writable_file
+    from ..report.outputs import writable_file
 
     # the outputs first, so that a typo costs nothing; the default output's folder is the database's
     if args.output:
@@ -69,7 +69,8 @@ def run(args) -> int:
     finally:
         store.close()
     html.write(output, report)
-    found = f"{report.findings} finding{'s' if report.findings != 1 else ''} in {len(report.groups)} group{'s' if len(report.groups) != 1 else ''}"
+    groups = len(report.groups)
+    found = f"{report.findings} finding{'s' if report.findings != 1 else ''} in {groups} group{'s' if groups != 1 else ''}"
     print(f"report of run {info.id} ({found}): {output}")
     if args.junit:
         junit.write(args.junit, report, tallies)

@@ -78,6 +78,6 @@ def _optim_script(finding, run) -> str:
     """An optimizer finding's script: it runs the optimizer, not one op call (optim.repro)."""
     from ..optim import matrix, repro as optim_repro
     from ..optim.matrix import OptimConfig
-    from ..store import codec
+    from .. import codec
 
     return optim_repro.script(finding, matrix.spec(finding.opinfo), codec.decode(OptimConfig, run.config))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ExitCode, UsageError
+from ..sweep import Silent
 from .arguments import command, count, cpus, imports as load
 
 EPILOG = """\
@@ -53,9 +54,11 @@ def add_parser(commands) -> None:
     p.add_argument("--mesh", metavar="LIST", help=f"mesh shapes, comma-separated (default {','.join(MESHES)})")
     p.add_argument("--placements", metavar="KINDS", help=f"placement kinds, comma-separated: {', '.join(KINDS)} (default all)")
     p.add_argument("--variants", metavar="LIST", help="functional, backward (default both)")
-    p.add_argument("--samples", type=count, default=DEFAULT_SAMPLES, metavar="N", help=f"OpInfo samples per op and dtype (default {DEFAULT_SAMPLES}; 0: all)")
+    p.add_argument("--samples", type=count, default=DEFAULT_SAMPLES, metavar="N",
+                   help=f"OpInfo samples per op and dtype (default {DEFAULT_SAMPLES}; 0: all)")
     p.add_argument("--combinations", type=count, default=DEFAULT_COMBINATIONS, metavar="N",
-                   help=f"cases per op, variant and sample, spread over the meshes and placements (default {DEFAULT_COMBINATIONS}; 0: every combination on every mesh)")
+                   help=f"cases per op, variant and sample, spread over the meshes and placements "
+                        f"(default {DEFAULT_COMBINATIONS}; 0: every combination on every mesh)")
     p.add_argument("--gloo", type=count, default=DEFAULT_GLOO, metavar="N",
                    help=f"cases cross-checked on real gloo process groups after the sweep (default {DEFAULT_GLOO}; 0: none)")
     p.add_argument("--backend", default="local", choices=("local", "gloo", "nccl"),
@@ -77,10 +80,9 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     from .. import devices
     from ..cases.select import resolve_names
-    from ..report import terminal
+    from ..report import outputs, terminal
     from ..shard import cases as shard_cases, placements as placing, support
     from ..shard.cases import DEFAULT_DTYPES, DTYPES, VARIANTS, ShardConfig
-    from .ops import writable_outputs
 
     missing = support.missing()
     if missing:
@@ -96,7 +98,7 @@ def run(args) -> int:
         raise UsageError("--backend local simulates meshes on the CPU; for GPUs launch with torchrun and --backend nccl --device cuda")
     ops = _ops(args.ops, shard_cases.all_ops())
     out = Path(args.out)
-    writable_outputs(out, args.json)
+    outputs.check(out=out, json=args.json)
     imports = load(args.imports)
     config = ShardConfig(device=device, backend=args.backend, ops=ops, dtypes=dtypes, variants=variants, meshes=meshes,
                          kinds=kinds, samples=args.samples, combinations=args.combinations,
@@ -107,17 +109,30 @@ def run(args) -> int:
             print(f"{unit.op:40s} {unit.dtype:10s} {len(shard_cases.plan(unit, config))} cases")
         return ExitCode.CLEAN
     db = args.db or str(out / "runs.db")
-    if args.backend != "local":
+    if args.backend != "local":  # this process is a rank of a torchrun launch: rank 0 alone gets the run back
         from ..shard import torchrun
 
-        return torchrun.main(config, db=db, out=out, json_path=args.json, progress=not args.no_progress)
-    from ..shard.sweep import sweep, write_outputs
+        result = torchrun.run(config, db=db, out=out, json=args.json, progress=None if args.no_progress else _Lines())
+        if result is None:
+            return ExitCode.CLEAN
+    else:
+        from ..shard.sweep import sweep
 
-    result = sweep(config, db=db, progress=terminal.TerminalProgress(enabled=not args.no_progress))
-    groups, written = write_outputs(result, config, out=out, json_path=args.json)
-    written["database"] = f"{db} (run {result.run.id})"
-    terminal.summary(result, groups=groups, written=written)
+        result = sweep(config, db=db, progress=terminal.TerminalProgress(enabled=not args.no_progress), out=out, json=args.json)
+    terminal.summary(result, written=result.written)
     return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
+
+
+class _Lines(Silent):
+    """Progress under torchrun, where a bar per rank would garble the log: a line every 50 cases (rank 0's)."""
+
+    def __init__(self) -> None:
+        self.cases = 0
+
+    def outcome(self, outcome) -> None:
+        self.cases += 1
+        if self.cases % 50 == 0:
+            print(f"{self.cases} cases", flush=True)
 
 
 def _ops(text: str | None, names: tuple[str, ...]) -> tuple[str, ...]:

@@ -58,17 +58,15 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    from ..report import terminal
-    from ..report.outputs import write_outputs
+    from ..report import outputs, terminal
     from ..watch import watch
     from .arguments import imports
-    from .ops import writable_outputs
 
     script = Path(args.script)
     if not script.is_file():
         raise UsageError(f"no script {args.script!r}: give the path of a Python file, then its arguments")
     out = Path(args.out)
-    writable_outputs(out, args.json)
+    outputs.check(out=out, json=args.json)
     db = args.db or str(out / "runs.db")
     imports(args.imports)
     argv = sys.argv
@@ -76,7 +74,7 @@ def run(args) -> int:
     sys.path.insert(0, str(script.resolve().parent))
     status = 0
     with watch(db=db, every=args.every, sample=args.sample, invariants_only=args.invariants_only,
-               repeats=args.judge == "every", program=" ".join(sys.argv)) as session:
+               repeats=args.judge == "every", program=" ".join(sys.argv), out=out, json=args.json) as session:
         try:
             runpy.run_path(str(script), run_name="__main__")
         except SystemExit as e:  # the script's own exit: keep what was found
@@ -86,9 +84,7 @@ def run(args) -> int:
             if sys.path and sys.path[0] == str(script.resolve().parent):
                 sys.path.pop(0)
     result = session.result
-    groups, written = write_outputs(result, out=out, json_path=args.json)
-    written["database"] = f"{db} (run {result.run.id})"
-    terminal.summary(result, groups=groups, written=written)
+    terminal.summary(result, written=result.written)
     if status:
         print(f"the script exited with status {status}", file=sys.stderr)
     return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN

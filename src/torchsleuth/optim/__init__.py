@@ -27,7 +27,7 @@ read an optim run as they read an ops run.
 
 from .matrix import DEFAULT_DTYPES, DTYPES, IMPLEMENTATIONS, OptimConfig, OptimSpec, discover, names
 from .core import LAYOUTS
-from .sweep import sweep, write_outputs
+from .sweep import sweep
 
 __all__ = [
     "DEFAULT_DTYPES",
@@ -39,5 +39,4 @@ __all__ = [
     "discover",
     "names",
     "sweep",
-    "write_outputs",
 ]

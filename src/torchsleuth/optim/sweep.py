@@ -6,36 +6,26 @@ judged against it; references are computed once and shared). Each
 configuration becomes one ``Outcome`` in the store, keyed by its case id,
 so a killed run resumes where it stopped, as ``torchsleuth ops`` does: the
 unfinished run with the same config key is continued and its stored
-configurations are not run again. The result is read back from the store
-(``torchsleuth.sweep.result``), so the terminal summary, the findings file
-and ``torchsleuth report`` show an optim run as they show an ops run.
+configurations are not run again. The run goes through the run frame
+(``torchsleuth.sweep.run_frame``), as every command's does: the result is
+read back from the store and the outputs asked for are written (with this
+package's repro scripts), so the terminal summary, the findings file and
+``torchsleuth report`` show an optim run as they show an ops run.
 """
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Protocol
 
-from .. import _version
-from ..judge.records import Outcome
-from ..report import findings_file, groups as grouping
-from ..store.sqlite import Store
-from ..sweep import SweepResult, load_imports, result as stored_result
+from ..judge.records import Finding, Outcome
+from ..report import outputs
+from ..run.imports import load_imports
+from ..sweep import Progress, SweepResult, run_frame
 from . import judge, matrix, repro, run as running
 from .matrix import Configuration, OptimConfig, OptimSpec
-
-
-class Progress(Protocol):
-    def start(self, *, total: int, done: int, resumed: bool) -> None: ...
-    def outcome(self, outcome: Outcome) -> None: ...
-    def finish(self) -> None: ...
-
-
-class _Silent:
-    def start(self, *, total, done, resumed): pass
-    def outcome(self, outcome): pass
-    def finish(self): pass
 
 
 class _References:
@@ -85,42 +75,30 @@ class _References:
         return not any(f.reference == "precision" for f in self.verdict(spec, configuration))
 
 
-def sweep(config: OptimConfig, *, db: str | Path, progress: Progress | None = None) -> SweepResult:
-    """Run the matrix ``config`` selects into the store at ``db``; the run as stored."""
-    import torch
+def sweep(config: OptimConfig, *, db: str | Path, progress: Progress | None = None, out: str | Path | None = None,
+          json: str | Path | None = None, junit: str | Path | None = None) -> SweepResult:
+    """Run the matrix ``config`` selects into the store at ``db``; the run as stored, its outputs written.
 
-    progress = progress or _Silent()
+    ``out`` gets a repro script per finding (``out/repros``), ``json`` the
+    findings file, ``junit`` JUnit XML. The progress counts configurations.
+    """
     load_imports(config.imports)
-    store = Store(db)
-    try:
-        run, resumed = store.start(config, torch_version=torch.__version__, version=_version.__version__)
-        specs = {s.name: s for s in matrix.discover(config.optimizers)}
+    specs = {s.name: s for s in matrix.discover(config.optimizers)}
+    with run_frame(config, db=db, progress=progress, out=out, json=json, junit=junit, scripts=scripts(config)) as frame:
         planned = matrix.plan(list(specs.values()), config)
         done = set()
         for unit in {c.case.unit for c in planned}:
-            done |= store.cases_done(run.id, unit)
-        if not resumed:
+            done |= frame.store.cases_done(frame.run.id, unit)
+        if not frame.resumed:
             for s in specs.values():
                 for parameter, why in s.refused if s.params else ():
-                    store.note(run.id, "optim", f"{s.name} runs without {parameter}: it refused it ({why})")
-        progress.start(total=len(planned), done=sum(c.case.id in done for c in planned), resumed=resumed)
+                    frame.note("optim", f"{s.name} runs without {parameter}: it refused it ({why})")
+        frame.start(units=len(planned), done=sum(c.case.id in done for c in planned))
         references = _References(config)
-        started = time.monotonic()
-        try:
-            for configuration in planned:
-                if configuration.case.id in done:
-                    continue
-                outcome = _outcome(configuration, specs[configuration.optimizer], config, references)
-                store.add(run.id, outcome)
-                progress.outcome(outcome)
-        finally:
-            store.add_seconds(run.id, time.monotonic() - started)
-            store.commit()
-            progress.finish()
-        store.finish(run.id)
-        return stored_result(store, run.id, resumed=resumed)
-    finally:
-        store.close()
+        for configuration in planned:
+            if configuration.case.id not in done:
+                frame.record(_outcome(configuration, specs[configuration.optimizer], config, references))
+    return frame.result
 
 
 def _outcome(configuration: Configuration, spec: OptimSpec, config: OptimConfig, references: _References) -> Outcome:
@@ -157,19 +135,12 @@ def _judge(configuration: Configuration, spec: OptimSpec, config: OptimConfig, r
     return "pass", "", found
 
 
-def write_outputs(result: SweepResult, config: OptimConfig, *, out: str | Path, json_path: str | None) -> tuple[list, dict[str, str]]:
-    """Repro scripts into ``out/repros`` and, when asked, the findings file; returns the groups and what went where."""
-    groups = list(result.groups) or grouping.group(result.findings)
-    written: dict[str, str] = {}
-    paths: dict[str, Path] = {}
-    if result.findings:
-        specs = {name: matrix.spec(name) for name in {f.opinfo for f in result.findings}}
-        paths = repro.write_scripts(result.findings, specs, config, out)
-        written["repro scripts"] = str(Path(out) / "repros")
-    if json_path:
-        findings_file.write(
-            json_path, command=result.run.command, device=result.run.device, torch_version=result.run.torch,
-            cases=result.cases, seconds=result.seconds, findings=result.findings, groups=groups, repro_paths=paths,
-        )
-        written["findings file"] = json_path
-    return groups, written
+def scripts(config: OptimConfig) -> outputs.Scripts:
+    """The repro script writer of an optim run (report.outputs hands it the findings and the folder)."""
+    return functools.partial(_write_scripts, config=config)
+
+
+def _write_scripts(findings: Iterable[Finding], out: Path, *, config: OptimConfig) -> dict[str, Path]:
+    findings = list(findings)
+    specs = {name: matrix.spec(name) for name in {f.opinfo for f in findings}}
+    return repro.write_scripts(findings, specs, config, out)

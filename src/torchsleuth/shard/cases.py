@@ -111,7 +111,7 @@ def function(op: str):
 def _samples(op: str, dtype: str) -> tuple:
     if composites.is_composite(op):
         return tuple(composites.samples(op, dtype))
-    from ..engine import samples_of
+    from ..run.samples import samples_of
 
     return tuple(samples_of(op, dtype))
 

@@ -40,6 +40,20 @@ ORACLE = "shard-gloo:"
 TIMEOUT = 300.0
 
 
+def quiet_dtensor() -> None:
+    """DTensor's advice a sweep would print thousands of times, on purpose: quiet.
+
+    It logs every 2-D redistribution made in two steps, and warns on every
+    one-element tensor it replicates implicitly (samples have many). Here, the
+    lowest of the modules that run cases (this one's ranks, the sweep, torchrun).
+    """
+    import logging
+    import warnings
+
+    logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="Found a non-scalar tensor with numel=1", category=UserWarning)
+
+
 def checked(case: Case) -> Case:
     """The cross-check's own case of a shard case (its oracle says where it ran)."""
     return dataclasses.replace(case, oracle=ORACLE + shard_cases.mesh_of(case).name)
@@ -114,7 +128,8 @@ def compare(case: Case, real: dict, *, seconds: float = 0.0) -> Outcome:
         for path, values in actual.items():
             sim_values = simulated.actual.get(path)
             if sim_values is None:
-                return _finding(target, case, path, rank, Mismatch(path=path, attribute="structure", expected="a result", actual="none"), seconds)
+                missing = Mismatch(path=path, attribute="structure", expected="a result", actual="none")
+                return _finding(target, case, path, rank, missing, seconds)
             mine = sim_values[rank] if len(sim_values) > rank else sim_values[0]
             wrong = cmp.compare_leaf(path, mine, values[0], tolerance=table)
             if wrong is not None and wrong.attribute == "values" and isinstance(values[0], torch.Tensor):
@@ -164,8 +179,6 @@ def run_real(cases: list[Case], ranks: int, *, backend: str = "gloo") -> dict:
 def _rank_main(rank: int, ranks: int, ids: list[str], folder: str, backend: str) -> None:
     """One spawned rank: join the group, run every case in order (every rank the same order), write what it saw."""
     import torch.distributed as dist
-
-    from .sweep import quiet_dtensor
 
     quiet_dtensor()  # as in the sweep's own process: DTensor's redistribution advice on every 2-D case
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")

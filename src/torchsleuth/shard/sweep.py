@@ -16,42 +16,30 @@ as the ops shrink stage stores it, so the findings file and repro scripts
 show the shrunk case; then, unless ``gloo`` is 0, a sample of the cases
 judged is replayed on real gloo process groups (gloo.py), and each
 disagreement with the simulator becomes a ``simulator_mismatch`` finding of
-its own, stored with a note. The result is read back from the store
-(``torchsleuth.sweep.result``), so the terminal summary, the findings file
-and ``report``/``diff`` show a shard run as they show an ops run.
+its own, stored with a note. The run goes through the run frame
+(``torchsleuth.sweep.run_frame``), as every command's does: the result is
+read back from the store and the outputs asked for are written (with this
+package's repro scripts), so the terminal summary, the findings file and
+``report``/``diff`` show a shard run as they show an ops run.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
-from typing import Protocol
 
-from .. import _version
 from ..cases.records import Case
 from ..judge.records import Outcome
-from ..report import findings_file, groups as grouping
+from ..report import outputs
+from ..run.imports import load_imports
+from ..run.pool import Pool
 from ..store.sqlite import Store
-from ..sweep import SweepResult, load_imports, result as stored_result
-from . import cases as shard_cases, judge, repro, run as running, shrink as shrinking
+from ..sweep import Frame, Progress, SweepResult, pool_callbacks, run_frame, worker_log
+from . import cases as shard_cases, gloo, judge, repro, run as running, shrink as shrinking
 from .cases import ShardConfig
+from .gloo import quiet_dtensor
 from .world import Simulated
-
-
-class Progress(Protocol):
-    def start(self, *, units: int, done: int, resumed: bool) -> None: ...  # units (op, dtype) in all and done
-    def outcome(self, outcome: Outcome) -> None: ...
-    def unit_done(self, unit) -> None: ...
-    def step(self, name: str, done: int, total: int) -> None: ...
-    def finish(self) -> None: ...
-
-
-class _Silent:
-    def start(self, *, units, done, resumed): pass
-    def outcome(self, outcome): pass
-    def unit_done(self, unit): pass
-    def step(self, name, done, total): pass
-    def finish(self): pass
 
 
 def run_case(case: Case, world=None) -> Outcome:
@@ -99,73 +87,38 @@ def _no_description(unit, config, case_id):
     return None  # a case that killed its worker is named by its id (placements, mesh) alone
 
 
-def sweep(config: ShardConfig, *, db: str | Path, progress: Progress | None = None) -> SweepResult:
-    import torch
+def sweep(config: ShardConfig, *, db: str | Path, progress: Progress | None = None, out: str | Path | None = None,
+          json: str | Path | None = None, junit: str | Path | None = None) -> SweepResult:
+    """Run the shard matrix ``config`` selects into the store at ``db``; the run as stored, its outputs written.
 
-    progress = progress or _Silent()
-    store = Store(db)
-    try:
-        run, resumed = store.start(config, torch_version=torch.__version__, version=_version.__version__)
+    ``out`` gets a repro script per finding (``out/repros``), ``json`` the
+    findings file, ``junit`` JUnit XML. Rerun after a kill, the same call resumes.
+    """
+    with run_frame(config, db=db, progress=progress, out=out, json=json, junit=junit, scripts=scripts(config)) as frame:
         units = shard_cases.units(config)
-        finished = store.finished_units(run.id)
-        progress.start(units=len(units), done=sum(u.key in finished for u in units), resumed=resumed)
-        started = time.monotonic()
-        try:
-            _matrix(config, store, run.id, [u for u in units if u.key not in finished], progress)
-            quiet_dtensor()
-            load_imports(config.imports)
-            if config.shrink:
-                shrink_run(store, run.id, progress)
-            if config.gloo and config.backend == "local":
-                from . import gloo
-
-                gloo.cross_check_run(config, store, run.id, progress)
-        finally:
-            store.add_seconds(run.id, time.monotonic() - started)
-            store.commit()
-            progress.finish()
-        store.finish(run.id)
-        return stored_result(store, run.id, resumed=resumed)
-    finally:
-        store.close()
+        finished = frame.store.finished_units(frame.run.id)
+        frame.start(units=len(units), done=sum(u.key in finished for u in units))
+        _matrix(config, frame, [u for u in units if u.key not in finished])
+        quiet_dtensor()
+        load_imports(config.imports)
+        if config.shrink:
+            shrink_run(frame.store, frame.run.id, frame.progress)
+        if config.gloo and config.backend == "local":
+            gloo.cross_check_run(config, frame.store, frame.run.id, frame.progress)
+    return frame.result
 
 
-def _matrix(config: ShardConfig, store: Store, run_id: int, todo: list, progress: Progress) -> None:
-    def record(outcome: Outcome) -> None:
-        if store.add(run_id, outcome):
-            progress.outcome(outcome)
-
-    def unit_done(unit, state: str = "done", detail: str = "") -> None:
-        store.unit_state(run_id, unit, state, detail)
-        progress.unit_done(unit)
-
+def _matrix(config: ShardConfig, frame: Frame, todo: list) -> None:
     if not config.workers:
         for unit in todo:
-            store.unit_state(run_id, unit, "running")
-            for kind, payload in unit_events(unit, config, frozenset(store.cases_done(run_id, unit))):
+            for kind, payload in unit_events(unit, config, frozenset(frame.unit_begun(unit))):
                 if kind == "outcome":
-                    record(payload)
-            unit_done(unit)
+                    frame.record(payload)
+            frame.unit_done(unit)
         return
-    from ..run.pool import Pool
-    from ..sweep import pool_callbacks, worker_log
-
     pool = Pool(unit_events, _no_description, config, workers=config.workers, timeout=config.timeout, threads=config.threads,
-                log=worker_log(store.path))
-    pool.run(todo, callbacks=pool_callbacks(store, run_id, record, unit_done))
-
-
-def quiet_dtensor() -> None:
-    """DTensor's advice a sweep would print thousands of times, on purpose: quiet.
-
-    It logs every 2-D redistribution made in two steps, and warns on every
-    one-element tensor it replicates implicitly (samples have many).
-    """
-    import logging
-    import warnings
-
-    logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message="Found a non-scalar tensor with numel=1", category=UserWarning)
+                log=worker_log(frame.store.path))
+    pool.run(todo, callbacks=pool_callbacks(frame))
 
 
 def shrink_run(store: Store, run_id: int, progress=None) -> None:
@@ -178,20 +131,10 @@ def shrink_run(store: Store, run_id: int, progress=None) -> None:
             progress.step("shrinking", i + 1, len(todo))
 
 
-def write_outputs(result: SweepResult, config: ShardConfig, *, out: str | Path, json_path: str | None) -> tuple[list, dict[str, str]]:
-    """Repro scripts into ``out/repros`` and, when asked, the findings file; returns the groups and what went where."""
-    groups = list(result.groups) or grouping.group(result.findings)
-    reported = [result.reported(f) for f in result.findings]
-    written: dict[str, str] = {}
-    paths: dict[str, Path] = {}
-    if reported:
-        paths = repro.write_scripts(reported, config, out)
-        written["repro scripts"] = str(Path(out) / "repros")
-    if json_path:
-        findings_file.write(
-            json_path, command=result.run.command, device=result.run.device, torch_version=result.run.torch,
-            cases=result.cases, seconds=result.seconds, findings=reported, groups=groups, repro_paths=paths,
-            found_as={f.id: f.case_id for f in result.findings}, flaky=result.flaky,
-        )
-        written["findings file"] = json_path
-    return groups, written
+def scripts(config: ShardConfig) -> outputs.Scripts:
+    """The repro script writer of a shard run (report.outputs hands it the findings, as reported, and the folder)."""
+    return functools.partial(_write_scripts, config=config)
+
+
+def _write_scripts(findings, out: Path, *, config: ShardConfig) -> dict[str, Path]:
+    return repro.write_scripts(findings, config, out)

@@ -7,44 +7,46 @@ plans the same cases in the same order from the same seeds, on the meshes
 of the selection that have exactly N ranks (a 1-D mesh of N when none has).
 Every rank runs every case in a ``world.Real``; the values each rank
 gathered are sent to rank 0 (``gather_object``), which judges them as the
-simulated sweep does, against the plain op on one device, and alone writes
-the store, the findings file and the repro scripts. When a case is wrong,
-rank 0 says so to all ranks (``broadcast_object_list``) and every rank runs
-it once more with the blame trace on, whose checks are collectives too.
+simulated sweep does, against the plain op on one device, and alone holds
+the run frame (sweep.run_frame): the store, the findings file and the repro
+scripts. When a case is wrong, rank 0 says so to all ranks
+(``broadcast_object_list``) and every rank runs it once more with the blame
+trace on, whose checks are collectives too. Rank 0 returns the run, the
+others nothing; the command line prints the summary and picks the exit
+status.
 Findings are not shrunk here: shrinking would need every rank to agree on
 each candidate; the repro script of each finding reruns it under torchrun.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
 from pathlib import Path
 
-from ..errors import ExitCode
+from ..errors import UsageError
+from ..sweep import Progress, SweepResult, run_frame
+from .cases import ShardConfig
 
 
-def main(config, *, db: str, out: Path, json_path: str | None, progress: bool) -> int:
+def run(config: ShardConfig, *, db: str | Path, progress: Progress | None = None, out: str | Path | None = None,
+        json: str | Path | None = None, junit: str | Path | None = None) -> SweepResult | None:
+    """This process's part of a torchrun launch: on rank 0 the run as stored, its outputs written; None on the others."""
+    if "WORLD_SIZE" not in os.environ:
+        raise UsageError(f"--backend {config.backend} runs under torchrun: torchrun --nproc-per-node N -m torchsleuth.cli.main shard "
+                         f"--backend {config.backend} ...")
     import torch
     import torch.distributed as dist
 
-    from .. import _version
-    from ..report import terminal
-    from ..store.sqlite import Store
-    from ..sweep import load_imports, result as stored_result
+    from ..run.imports import load_imports
     from . import cases as shard_cases, judge, placements as placing, run as running
-    from .sweep import write_outputs
+    from .gloo import quiet_dtensor
+    from .sweep import scripts
     from .world import Real
 
-    if "WORLD_SIZE" not in os.environ:
-        from ..errors import UsageError
-
-        raise UsageError(f"--backend {config.backend} runs under torchrun: torchrun --nproc-per-node N -m torchsleuth.cli.main shard "
-                         f"--backend {config.backend} ...")
     load_imports(config.imports)
-    from .sweep import quiet_dtensor
-
     quiet_dtensor()
     device = config.device
     if device.startswith("cuda"):
@@ -52,60 +54,43 @@ def main(config, *, db: str, out: Path, json_path: str | None, progress: bool) -
         torch.cuda.set_device(local)
         device = f"cuda:{local}"
     dist.init_process_group(config.backend)
-    rank, size = dist.get_rank(), dist.get_world_size()
-    meshes = tuple(m for m in config.meshes if placing.mesh(m).ranks == size) or (str(size),)
-    config = dataclasses.replace(config, meshes=meshes, shrink=False, gloo=0)
-    store = Store(db) if rank == 0 else None
     try:
-        run = None
-        if store is not None:
-            run, _ = store.start(config, torch_version=torch.__version__, version=_version.__version__)
-        started = time.monotonic()
-        units = shard_cases.units(config)
-        total = 0
-        for unit in units:
-            for case in shard_cases.plan(unit, config):
-                total += 1
-                world = Real(shard_cases.mesh_of(case), device)
-                began = time.monotonic()
-                ran = running.run(case, world)
-                gathered = [None] * size if rank == 0 else None
-                dist.gather_object((ran.status, ran.reason, {p: v for p, v in ran.actual.items()}), gathered, dst=0)
-                outcome = None
-                if rank == 0:
-                    other = next(((r, g) for r, g in enumerate(gathered) if g[0] != ran.status), None)
-                    if other is not None:  # a rank that raised (or skipped) where rank 0 did not: its values are not there
-                        r, (status, reason, _) = other
-                        ran = running.Ran(status=status if status in ("skip", "unsupported", "raised") else "raised",
-                                          reason=f"rank {r} {status}: {reason}" if reason else f"rank {r}: {status}",
-                                          facts=ran.facts)
-                    else:
-                        merged = {p: [g[2][p][0] if p in g[2] else None for g in gathered] for p in ran.actual}
-                        ran = dataclasses.replace(ran, actual=merged)
-                    outcome = judge.outcome(case, ran, seconds=time.monotonic() - began)
-                flag = [outcome is not None and outcome.status == "finding"]
-                dist.broadcast_object_list(flag, src=0)
-                if flag[0]:
-                    again = running.run(case, world, blame=True)
+        rank, size = dist.get_rank(), dist.get_world_size()
+        meshes = tuple(m for m in config.meshes if placing.mesh(m).ranks == size) or (str(size),)
+        config = dataclasses.replace(config, meshes=meshes, shrink=False, gloo=0)
+        framed = (run_frame(config, db=db, progress=progress, out=out, json=json, junit=junit, scripts=scripts(config))
+                  if rank == 0 else contextlib.nullcontext())
+        with framed as frame:
+            units = shard_cases.units(config)
+            if frame is not None:
+                frame.start(units=len(units), done=0)
+            for unit in units:
+                for case in shard_cases.plan(unit, config):
+                    world = Real(shard_cases.mesh_of(case), device)
+                    began = time.monotonic()
+                    ran = running.run(case, world)
+                    gathered = [None] * size if rank == 0 else None
+                    dist.gather_object((ran.status, ran.reason, {p: v for p, v in ran.actual.items()}), gathered, dst=0)
+                    outcome = None
                     if rank == 0:
-                        outcome = judge.outcome(case, ran, blame=lambda: again, seconds=time.monotonic() - began)
-                if store is not None:
-                    store.add(run.id, outcome)
-                    if progress and total % 50 == 0:
-                        print(f"{total} cases", flush=True)
-        if store is not None:
-            store.add_seconds(run.id, time.monotonic() - started)
-            store.commit()
-            store.finish(run.id)
-            result = stored_result(store, run.id)
-            groups, written = write_outputs(result, config, out=out, json_path=json_path)
-            written["database"] = f"{db} (run {result.run.id})"
-            terminal.summary(result, groups=groups, written=written)
-            code = ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
-        else:
-            code = ExitCode.CLEAN
-        return code
+                        other = next(((r, g) for r, g in enumerate(gathered) if g[0] != ran.status), None)
+                        if other is not None:  # a rank that raised (or skipped) where rank 0 did not: its values are not there
+                            r, (status, reason, _) = other
+                            ran = running.Ran(status=status if status in ("skip", "unsupported", "raised") else "raised",
+                                              reason=f"rank {r} {status}: {reason}" if reason else f"rank {r}: {status}",
+                                              facts=ran.facts)
+                        else:
+                            merged = {p: [g[2][p][0] if p in g[2] else None for g in gathered] for p in ran.actual}
+                            ran = dataclasses.replace(ran, actual=merged)
+                        outcome = judge.outcome(case, ran, seconds=time.monotonic() - began)
+                    flag = [outcome is not None and outcome.status == "finding"]
+                    dist.broadcast_object_list(flag, src=0)
+                    if flag[0]:
+                        again = running.run(case, world, blame=True)
+                        if rank == 0:
+                            outcome = judge.outcome(case, ran, blame=lambda: again, seconds=time.monotonic() - began)
+                    if frame is not None:
+                        frame.record(outcome)
+        return frame.result if frame is not None else None
     finally:
-        if store is not None:
-            store.close()
         dist.destroy_process_group()

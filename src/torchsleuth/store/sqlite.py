@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cases.records import Unit
-from ..config import SweepConfig
+from ..config import RunConfig
 from ..errors import UsageError
 from ..judge.records import Finding, Outcome
 from ..shrink.records import Diagnosis, Shrunk
-from . import codec
+from .. import codec
 
 COMMIT_SECONDS = 1.0
 
@@ -124,8 +124,11 @@ class Store:
 
     # --- runs -------------------------------------------------------------------------
 
-    def start(self, config: SweepConfig, *, torch_version: str, version: str) -> tuple[RunInfo, bool]:
-        """The unfinished run with this config's key, resumed; else a new run. Returns (run, resumed)."""
+    def start(self, config: RunConfig, *, torch_version: str, version: str) -> tuple[RunInfo, bool]:
+        """The unfinished run with this config's key, resumed; else a new run. Returns (run, resumed).
+
+        ``config`` is any command's (``SweepConfig``, ``OptimConfig``, ``ShardConfig``, ``WatchConfig``).
+        """
         row = self.db.execute(
             "SELECT id FROM runs WHERE key = ? AND finished IS NULL AND torch = ? ORDER BY id DESC LIMIT 1",
             (config.key(), torch_version),
@@ -146,7 +149,8 @@ class Store:
         ).fetchone()
         if row is None:
             raise UsageError(f"no run {run_id} in {self.path}; `torchsleuth runs --db {self.path}` lists them")
-        return RunInfo(id=row[0], key=row[1], command=row[2], device=row[3], config=json.loads(row[4]), torch=row[5], version=row[6], started=row[7], finished=row[8], seconds=row[9])
+        return RunInfo(id=row[0], key=row[1], command=row[2], device=row[3], config=json.loads(row[4]), torch=row[5], version=row[6],
+                       started=row[7], finished=row[8], seconds=row[9])
 
     def runs(self) -> list[RunInfo]:
         return [self.run(r[0]) for r in self.db.execute("SELECT id FROM runs ORDER BY id")]
@@ -168,7 +172,8 @@ class Store:
 
     def unit_state(self, run_id: int, unit: Unit, state: str, detail: str = "") -> None:
         self.db.execute(
-            "INSERT INTO units (run, unit, state, detail) VALUES (?, ?, ?, ?) ON CONFLICT(run, unit) DO UPDATE SET state = excluded.state, detail = excluded.detail",
+            "INSERT INTO units (run, unit, state, detail) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(run, unit) DO UPDATE SET state = excluded.state, detail = excluded.detail",
             (run_id, unit.key, state, detail),
         )
         if state != "running":

@@ -71,7 +71,8 @@ class StepChecks:
                     self._report(optimizer, p, "no_gradient", f"no gradient reached {self.name(p)} ({naming.describe(p)}) before {_step(optimizer)}")
                     continue
                 if whole and not _finite(p.grad):
-                    self._report(optimizer, p, "grad_not_finite", f"the gradient of {self.name(p)} ({naming.describe(p)}) holds NaN or inf before {_step(optimizer)}")
+                    self._report(optimizer, p, "grad_not_finite",
+                                 f"the gradient of {self.name(p)} ({naming.describe(p)}) holds NaN or inf before {_step(optimizer)}")
                 if group.get("lr", 1) == 0 or p.numel() == 0:
                     continue
                 rows.setdefault(p.device, _Rows()).add(p, self._at(p))
@@ -112,7 +113,8 @@ class StepChecks:
             written = flags[4 * n:]
             for i, p in enumerate(batch.params):
                 if not whole and not grads_finite[i]:
-                    self._report(optimizer, p, "grad_not_finite", f"the gradient of {self.name(p)} ({naming.describe(p)}) holds NaN or inf before {_step(optimizer)}")
+                    self._report(optimizer, p, "grad_not_finite",
+                                 f"the gradient of {self.name(p)} ({naming.describe(p)}) holds NaN or inf before {_step(optimizer)}")
                 if not whole and not finite[i]:
                     self._report(optimizer, p, "param_not_finite", f"{self.name(p)} ({naming.describe(p)}) holds NaN or inf after {_step(optimizer)}")
                 if any_moving[i] and not moved[i]:

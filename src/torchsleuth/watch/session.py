@@ -13,8 +13,10 @@ Design note. Entering the block installs, process-wide and until it exits:
 
 On exit the findings (invariants first, then the ops in the order they
 failed) are stored as a run of command ``watch`` in the same SQLite store as
-``torchsleuth ops`` (``db``), so ``report``, ``diff`` and ``repro`` read them
-the same way, and the result is the same ``SweepResult``.
+``torchsleuth ops`` (``db``), through the run frame every command's run goes
+through (sweep.run_frame), so ``report``, ``diff`` and ``repro`` read them
+the same way, the result is the same ``SweepResult``, and the outputs asked
+for (``out``, ``json``, ``junit``) are written as the other commands write them.
 """
 
 from __future__ import annotations
@@ -25,14 +27,16 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 import torch
 
-from .. import _version
 from ..cases.records import Case
+from ..errors import UsageError
 from ..judge.records import Finding, Outcome
-from ..store.sqlite import Store
+from ..report import outputs
+from ..sweep import Frame, run_frame
 from . import names as naming
 from .invariants import StepChecks
 from .shadow import Context, ShadowMode
@@ -62,7 +66,8 @@ class Watch:
         self.config = config
         self.checks = StepChecks(config.device)
         self.context = Context()
-        self.shadow = None if config.invariants_only else ShadowMode(self.context, every=config.every, sample=config.sample, repeats=config.repeats)
+        self.shadow = None if config.invariants_only else ShadowMode(self.context, every=config.every, sample=config.sample,
+                                                                     repeats=config.repeats)
         self.result = None
 
     @property
@@ -138,15 +143,20 @@ class Watch:
 
 @contextlib.contextmanager
 def watch(*, db: str | None = None, every: int = 1, sample: float = 1.0, invariants_only: bool = False,
-          repeats: bool = False, device: str = "cpu", program: str = "") -> Iterator[Watch]:
+          repeats: bool = False, device: str = "cpu", program: str = "", out: str | Path | None = None,
+          json: str | Path | None = None, junit: str | Path | None = None) -> Iterator[Watch]:
     """Watch the block: invariants around every optimizer step, and (unless ``invariants_only``) its ops judged.
 
     Each distinct call (op, tensor shapes, strides, dtypes, devices: watch.shadow)
     is judged the first time it is made; ``repeats=True`` judges every call.
 
     ``with torchsleuth.watch() as w: train()`` then ``w.findings``; with ``db``
-    the findings are stored as a run (``w.result`` is its ``SweepResult``).
+    the findings are stored as a run (``w.result`` is its ``SweepResult``), and
+    ``out`` (repro scripts), ``json`` (the findings file) and ``junit`` are written.
     """
+    if db is None and (out is not None or json or junit):
+        raise UsageError("watch(out=, json=, junit=) writes what a stored run found: give db= as well")
+    outputs.check(out=out, json=json, junit=junit)  # before the program runs, not after
     config = WatchConfig(device=device, program=program, every=every, sample=sample, invariants_only=invariants_only, repeats=repeats)
     session = Watch(config)
     started = time.monotonic()
@@ -155,22 +165,17 @@ def watch(*, db: str | None = None, every: int = 1, sample: float = 1.0, invaria
             yield session
     finally:
         if db is not None:
-            session.result = store(session, db, seconds=time.monotonic() - started)
+            with run_frame(config, db=db, out=out, json=json, junit=junit, started=started) as frame:
+                store(session, frame)
+            session.result = frame.result
 
 
-def store(session: Watch, db: str, *, seconds: float):
-    """The watch's findings as a run in the store; its ``SweepResult``."""
-    from ..sweep import result
-
-    with contextlib.closing(Store(db)) as st:
-        run, _ = st.start(session.config, torch_version=torch.__version__, version=_version.__version__)
-        judged = session.shadow.judged if session.shadow else 0
-        for finding in session.findings:
-            st.add(run.id, Outcome(case=Case.parse(finding.case_id), status="finding", findings=(finding,)))
-        how = "every call" if session.config.repeats else "each distinct call once"
-        st.note(run.id, "watch", f"{session.context.step} optimizer steps; {judged} op calls judged ({how})")
-        for reason, count in (session.shadow.errors.most_common() if session.shadow else ()):
-            st.note(run.id, "not judged", f"{count} call(s): {reason}")
-        st.add_seconds(run.id, seconds)
-        st.finish(run.id)
-        return result(st, run.id)
+def store(session: Watch, frame: Frame) -> None:
+    """The watch's findings and notes, into the frame's run."""
+    for finding in session.findings:
+        frame.record(Outcome(case=Case.parse(finding.case_id), status="finding", findings=(finding,)))
+    judged = session.shadow.judged if session.shadow else 0
+    how = "every call" if session.config.repeats else "each distinct call once"
+    frame.note("watch", f"{session.context.step} optimizer steps; {judged} op calls judged ({how})")
+    for reason, count in (session.shadow.errors.most_common() if session.shadow else ()):
+        frame.note("not judged", f"{count} call(s): {reason}")

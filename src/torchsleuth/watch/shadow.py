@@ -5,7 +5,7 @@ the backward and the optimizer, as its kernel receives it. For a call that
 computes something (not a view, not a factory, not a random draw), the
 program's own call runs first and untouched; then the same call is made on
 copies of its tensors (same shape, strides and offset: run.live) and judged
-exactly as ``torchsleuth ops`` judges a case (judge.oracles): against the
+exactly as ``torchsleuth ops`` judges a case (judge.verdict): against the
 same call on contiguous tensors (layout), on the CPU when the program runs
 elsewhere (device), in float64 (precision, for all-contiguous calls), and
 the contracts (an in-place op's result reaches self, nothing is written
@@ -43,7 +43,7 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..judge.oracles import judge
+from ..judge.verdict import judge
 from ..judge.records import Finding
 from ..run import call, live, tree
 from ..run.evidence import Evidence
