@@ -38,7 +38,7 @@ def main() -> int:
             try:
                 run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=args.timeout)
                 code = run.returncode
-                lines = [l for l in (run.stdout + run.stderr).splitlines() if l.strip()]
+                lines = [line for line in (run.stdout + run.stderr).splitlines() if line.strip()]
                 last = lines[-1][:140] if lines else ""
             except subprocess.TimeoutExpired:
                 code, last = "timeout", ""

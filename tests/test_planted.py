@@ -125,7 +125,8 @@ def test_inplace_dropping_writes_on_a_noncontiguous_self_is_a_dropped_write(plan
     found = result.findings
     assert found, listing(result)
     for f in found:
-        assert (f.kind, f.variant, f.reference, f.op, f.opinfo, f.dtype) == ("dropped_write", "inplace", "layout", "aten.addcmul_.default", "addcmul", "float32"), listing(result)
+        expected = ("dropped_write", "inplace", "layout", "aten.addcmul_.default", "addcmul", "float32")
+        assert (f.kind, f.variant, f.reference, f.op, f.opinfo, f.dtype) == expected, listing(result)
         assert f.mismatch is not None and f.mismatch.path == "input"
     # flagged exactly where self is not contiguous: an offset self is contiguous and
     # is written; non-contiguous tensor1 or tensor2 with a contiguous self pass
@@ -238,7 +239,8 @@ def test_random_fill_skipping_elements_of_a_noncontiguous_self_is_random_coverag
     result = run_sweep(config("random_coverage"))
     assert result.findings, listing(result)
     for f in result.findings:
-        assert (f.kind, f.reference, f.op, f.opinfo, f.variant) == ("random_coverage", "contract", "aten.uniform_.default", "uniform", "inplace"), listing(result)
+        expected = ("random_coverage", "contract", "aten.uniform_.default", "uniform", "inplace")
+        assert (f.kind, f.reference, f.op, f.opinfo, f.variant) == expected, listing(result)
         assert 0 < f.mismatch.mismatched < f.mismatch.numel and f.mismatch.path == "input"
     assert {placed(f).get("input", "contiguous") for f in result.findings} == {"transposed", "strided"}, listing(result)
     assert all_judged(result) and result.statuses.get("pass", 0) > 0
@@ -353,7 +355,8 @@ def test_kernel_wrong_on_one_layout_class_is_pinned_on_it(plant, run_sweep, layo
     result = run_sweep(config(f"layout_{layout}"))
     assert result.findings, listing(result)
     for f in result.findings:
-        assert (f.kind, f.reference, f.opinfo, f.variant, f.layouts) == ("mismatch", "layout", "nn.functional.pad.replicate", "functional", (("input", layout),)), listing(result)
+        expected = ("mismatch", "layout", "nn.functional.pad.replicate", "functional", (("input", layout),))
+        assert (f.kind, f.reference, f.opinfo, f.variant, f.layouts) == expected, listing(result)
         assert f.op.startswith("aten.replication_pad")
     assert result.statuses.get("pass", 0) > 0
 
