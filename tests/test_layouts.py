@@ -64,6 +64,8 @@ def covered(t: torch.Tensor) -> set[int]:
 def expected_stride(layout: str, shape: tuple[int, ...]) -> tuple[int, ...]:
     """The strides torch gives a fresh tensor laid out as ``layout`` describes."""
     n = len(shape)
+    if layout.endswith("_offset"):  # the same strides as the layout without the offset
+        return expected_stride(layout.removesuffix("_offset"), shape)
     if layout in ("contiguous", "offset"):
         return torch.empty(shape).stride()
     if layout == "transposed":  # the last two dims swapped in memory
@@ -82,11 +84,12 @@ def expected_stride(layout: str, shape: tuple[int, ...]) -> tuple[int, ...]:
     raise AssertionError(layout)
 
 
-GEOMETRIC = ("contiguous", "transposed", "permuted", "strided", "offset", "channels_last", "channels_last_3d", "size1_strides")
+GEOMETRIC = ("contiguous", "transposed", "permuted", "strided", "offset", "channels_last", "channels_last_3d", "size1_strides",
+             "strided_offset", "transposed_offset", "channels_last_offset")
 
 
 def test_layout_names_agree():
-    assert set(GEOMETRIC) | {"expanded", "empty"} == set(LAYOUTS) == set(layouts.DESCRIPTIONS)
+    assert set(GEOMETRIC) | {"expanded", "expanded_size1", "empty"} == set(LAYOUTS) == set(layouts.DESCRIPTIONS)
     assert layouts.READ_ONLY <= set(LAYOUTS) and layouts.VALUE_CHANGING <= set(LAYOUTS) and layouts.JOINT_ONLY <= set(LAYOUTS)
 
 
@@ -104,7 +107,7 @@ def test_geometric_layouts_keep_values_and_lay_them_out_as_documented(layout, dt
         assert out.shape == t.shape and out.dtype == t.dtype and out.device == t.device, where
         assert torch.equal(out, t), where
         assert out.stride() == expected_stride(layout, shape), where
-        assert out.storage_offset() == (layouts.OFFSET if layout == "offset" else 0), where
+        assert out.storage_offset() == (layouts.OFFSET if layout.endswith("offset") else 0), where
         assert not out.requires_grad, where
         # a storage of its own, never the input's
         assert out.untyped_storage().data_ptr() != t.untyped_storage().data_ptr(), where
@@ -256,7 +259,10 @@ def expected_applies(layout: str, shape: tuple[int, ...]) -> bool:
         return True
     if numel == 0:
         return False
+    if layout.endswith("_offset"):  # wherever the layout without the offset applies
+        return expected_applies(layout.removesuffix("_offset"), shape)
     return {
+        "expanded_size1": any(s > 1 for s in shape) and any(s == 1 for s in shape),
         "transposed": n >= 2 and shape[-1] > 1 and shape[-2] > 1,
         "permuted": n >= 3 and not torch.empty(shape[::-1]).permute(*reversed(range(n))).is_contiguous(),
         "strided": numel > 1,
@@ -365,6 +371,7 @@ def shows_property(property_class: str, out: torch.Tensor) -> bool:
         "contiguous": out.is_contiguous() and out.storage_offset() == 0,
         "strides": not out.is_contiguous() or any(st != c for s, st, c in zip(out.shape, out.stride(), layouts.contiguous_strides(out.shape)) if s == 1),
         "offset": out.is_contiguous() and out.storage_offset() != 0,
+        "strides+offset": not out.is_contiguous() and out.storage_offset() != 0,
         "stride 0": any(st == 0 and s > 1 for s, st in zip(out.shape, out.stride())),
         "empty": out.numel() == 0,
     }[property_class]
@@ -409,11 +416,12 @@ def transposed_strides(shape):
     return physical[:-2] + (physical[-1], physical[-2])
 
 
-TRANSPOSED_AT_OFFSET = layouts.Layout(
-    name="transposed_offset", description=f"transposed, at storage offset {layouts.OFFSET}",
+# a layout the table does not have (every dim reversed in memory, at an offset; 2-D: transposed at an offset)
+REVERSED_AT_OFFSET = layouts.Layout(
+    name="reversed_offset", description=f"every dim reversed in memory, at storage offset {layouts.OFFSET}",
     fits=lambda shape: len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1,
     lay_out=layouts.geometric(transposed_strides, offset=layouts.OFFSET),
-    property="strides at an offset", phrase="transposed at a storage offset",
+    property="strides at an offset", phrase="reversed at a storage offset",
 )
 
 
@@ -425,8 +433,8 @@ def test_a_layout_only_in_the_table_is_swept(monkeypatch):
     from torchsleuth.run.records import CallSpec, TensorSpec
     from torchsleuth.shrink import diagnose
 
-    monkeypatch.setattr(layouts, "ALL", layouts.ALL + (TRANSPOSED_AT_OFFSET,))
-    name = TRANSPOSED_AT_OFFSET.name
+    monkeypatch.setattr(layouts, "ALL", layouts.ALL + (REVERSED_AT_OFFSET,))
+    name = REVERSED_AT_OFFSET.name
     # chosen by default and by name
     assert name in select.resolve_layouts(None) and select.resolve_layouts(name) == ("contiguous", name)
     # laid out as its record says
@@ -456,4 +464,33 @@ def test_a_layout_only_in_the_table_is_swept(monkeypatch):
 
     found = diagnose.diagnose("g-1", finding, finding, run, dtypes=())
     assert found.triggers[0].failing == (name,) and "transposed" in found.triggers[0].passing
-    assert "when self is transposed at a storage offset; contiguous self, or self transposed or" in found.sentence
+    assert "when self is reversed at a storage offset; contiguous self, or self transposed or" in found.sentence
+
+
+# --- combined layouts: two properties at once ---------------------------------------
+
+
+def _neg_wrong_when_strided_at_an_offset(x):
+    """``neg`` that ignores the storage offset, but only on its strided path: each property alone is fine."""
+    out = torch.empty(x.shape, dtype=x.dtype)
+    torch.ops.aten.neg.out(x, out=out)
+    if x.dim() and x.storage_offset() != 0 and x.stride(-1) == 2:
+        shifted = x.as_strided(x.shape, x.stride(), 0)  # read from the start of the storage
+        torch.ops.aten.neg.out(shifted, out=out)
+    return out
+
+
+def test_a_bug_that_needs_strided_and_offset_at_once_is_found_and_both_are_named(plant, run_sweep):
+    from torchsleuth import SweepConfig, resolve_ops
+
+    plant("neg", _neg_wrong_when_strided_at_an_offset)
+    config = SweepConfig(ops=resolve_ops("neg"), dtypes=("float32",), variants=("functional",), workers=0)  # every layout
+    result = run_sweep(config)
+    assert result.findings, result.statuses
+    assert {layout for f in result.findings for _, layout in f.layouts} == {"strided_offset"}
+    diagnosed = [g.diagnosis for g in result.groups if g.diagnosis]
+    assert diagnosed and all("strided (gaps between elements) at a storage offset" in d for d in diagnosed), diagnosed
+    # strided alone and at an offset alone are judged and clean: the pair is the trigger
+    plain = run_sweep(SweepConfig(ops=resolve_ops("neg"), dtypes=("float32",), variants=("functional",), workers=0,
+                                  layouts=("contiguous", "strided", "offset")))
+    assert not plain.findings and plain.statuses.get("pass", 0) >= 3  # contiguous, strided, at an offset

@@ -17,8 +17,12 @@ own that is filled with a poison value first, so that
   kernel that writes outside the view changes them, which the run stage sees by
   comparing the whole storage before and after the call.
 
-Only ``offset`` moves the view away from the start of its storage, so that a
-layout names one property and a failure can be pinned on it.
+Only ``offset`` and the combined layouts (``*_offset``) move the view away
+from the start of its storage. A layout names one property, so that a
+failure can be pinned on it, except the combined ones, which name two: real
+views combine them (``x[1:, ::2]`` is strided at an offset), and a kernel
+can get the pair wrong while each alone is fine; a diagnosis then names
+both.
 
 The two transforms that change values: ``expanded`` repeats the first slice
 along its first non-trivial dim with stride 0 (inputs only: PyTorch refuses
@@ -177,6 +181,13 @@ def _expand(t: torch.Tensor) -> torch.Tensor:
     return _place(row, row.shape, contiguous_strides(row.shape), 0, row.numel()).expand(shape).detach()
 
 
+def _expand_size1(t: torch.Tensor) -> torch.Tensor:
+    """``_expand``'s view, its size-1 dims given stride ``SIZE1_STRIDE`` (any stride is valid there)."""
+    expanded = _expand(t)
+    stride = tuple(SIZE1_STRIDE if size == 1 else st for size, st in zip(expanded.shape, expanded.stride()))
+    return expanded.as_strided(expanded.shape, stride, expanded.storage_offset())
+
+
 def _empty(t: torch.Tensor) -> torch.Tensor:
     """No elements: the leading dim set to 0 (the strides stay those of the full shape)."""
     shape = tuple(t.shape)
@@ -212,6 +223,21 @@ ALL: tuple[Layout, ...] = (
     Layout(name="size1_strides", description=f"dims of size 1 get stride {SIZE1_STRIDE}",
            fits=lambda shape: any(s == 1 for s in shape), lay_out=geometric(_size1_strides),
            property="strides", phrase="given unusual strides on size-1 dims"),
+    # two properties at once, as real views have them (x[1:, ::2], x.t()[1:], an NHWC slice):
+    # each of their properties alone is fine in many kernels that get the pair wrong
+    Layout(name="strided_offset", description=f"strided (step 2, gaps poisoned) at storage offset {OFFSET}, like x[1:, ::2]",
+           fits=lambda shape: math.prod(shape) > 1, lay_out=geometric(_gapped_strides, offset=OFFSET),
+           property="strides+offset", phrase="strided (gaps between elements) at a storage offset"),
+    Layout(name="transposed_offset", description=f"last two dims swapped in memory, at storage offset {OFFSET}",
+           fits=lambda shape: len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1,
+           lay_out=geometric(_transposed_strides, offset=OFFSET), property="strides+offset", phrase="transposed at a storage offset"),
+    Layout(name="channels_last_offset", description=f"NHWC memory order (4-D) at storage offset {OFFSET}",
+           fits=lambda shape: len(shape) == 4 and not _orders_agree(shape, [0, 2, 3, 1]),
+           lay_out=geometric(lambda shape: _ordered_strides(shape, [0, 2, 3, 1]), offset=OFFSET),
+           property="strides+offset", phrase="channels_last at a storage offset"),
+    Layout(name="expanded_size1", description=f"expanded (stride 0) with stride {SIZE1_STRIDE} on its size-1 dims (inputs only)",
+           fits=lambda shape: any(s > 1 for s in shape) and any(s == 1 for s in shape), lay_out=_expand_size1,
+           property="stride 0", phrase="expanded (stride 0) with unusual strides on size-1 dims", read_only=True, value_changing=True),
     Layout(name="empty", description="leading dim set to 0 (every tensor argument at once)",
            fits=lambda shape: len(shape) >= 1, lay_out=_empty, property="empty", phrase="empty",
            value_changing=True, joint_only=True),
