@@ -59,7 +59,8 @@ def check(T, call):
 
 
 def wrong_values(T, R):
-    """How many written tensors differ from the unaliased call's (a shared one must hold one result entirely)."""
+    """How many written tensors differ from the unaliased call's (a shared one: the call must raise when the two results
+    differ, and hold the result entirely when they are equal)."""
     wrong = 0
     for path in WRITTEN:
         if path in SHARED:
@@ -71,7 +72,12 @@ def wrong_values(T, R):
     if SHARED:
         tensor = T[SHARED[0]]
         verdicts = {path: differ(tensor, R[path]) for path in SHARED}
-        if all(bad is None or bool(bad.any()) for bad in verdicts.values()):
+        apart = differ(R[SHARED[0]], R[SHARED[1]])
+        if apart is None or bool(apart.any()):  # outputs sharing memory must raise when their results differ
+            print(f"  one tensor was given for {SHARED[0]} and {SHARED[1]}, whose results differ, and the call returned "
+                  "instead of raising: the tensor holds one result for both")
+            wrong += 1
+        elif all(bad is None or bool(bad.any()) for bad in verdicts.values()):
             print(f"  one tensor was given for {SHARED[0]} and {SHARED[1]}: it holds neither result entirely")
             for path, bad in verdicts.items():
                 show_aliased(f"{path}'s result", tensor, R[path], bad)

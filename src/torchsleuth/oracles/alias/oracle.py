@@ -35,8 +35,11 @@ measured sensitivity only where the table fails), and no storage element the
 written views do not cover may change (in a shared storage that is the
 read argument's uncovered elements and the guards after the views).
 
-Two outputs in one tensor. If the op returns, the tensor must hold one of the
-two results entirely, shape included, and which one does not matter. The
+Two outputs in one tensor. PyTorch's policy is to raise when two outputs
+share memory. If the op returns anyway, that is a finding unless its two
+results are equal (within the tolerance rule), since the tensor then
+silently holds one of them for both; when they are equal the tensor must
+hold that result entirely. The
 out= contract is that each result is written to its tensor; written one after
 the other, each whole, the tensor ends up holding whichever came last, and
 the order is the kernel's business. Anything else (some elements of each
@@ -247,11 +250,26 @@ def _wrong_values(ctx: Context, actual: Any, expected: Any, shared: tuple[str, .
         found = [dataclasses.replace(m, path="input") for m in found]
     if shared and not (shared[0] in {m.path for m in found} and shared[1] in {m.path for m in found}):
         found = [m for m in found if m.path not in shared]  # it holds one of the two results entirely
+        if _results_differ(ctx, expected, shared):
+            # PyTorch's policy for outputs that share memory is to raise: returning one result for both is silent
+            found.insert(0, Mismatch(path=shared[1], attribute="aliasing", expected="an error (the two results differ)",
+                                     actual=f"returned, one result in the tensor given for {shared[0]} and {shared[1]}"))
     elif shared:
         first, second = (next(m for m in found if m.path == p) for p in shared)
         both = dataclasses.replace(first, expected=f"{first.expected} ({shared[0]}'s result) or {second.expected} ({shared[1]}'s)")
         found = [both] + [m for m in found if m.path not in shared]
     return found
+
+
+def _results_differ(ctx: Context, expected: Any, shared: tuple[str, ...]) -> bool:
+    """Whether the two outputs a tensor was shared by have different results (beyond the tolerance rule)."""
+    results = dict(cmp.flatten(expected))
+    first, second = results.get(shared[0]), results.get(shared[1])
+    if not isinstance(first, torch.Tensor) or not isinstance(second, torch.Tensor):
+        return False
+    if first.shape != second.shape or first.dtype != second.dtype:
+        return True
+    return bool(cmp.compare([(shared[0], first)], [(shared[0], second)], tolerance=ctx.tolerance, check_dtype=False))
 
 
 def _outside_writes(prepared: call.Prepared, written: tuple[str, ...], before: dict, meta: dict) -> Mismatch | None:
@@ -303,7 +321,10 @@ def _summary(ctx: Context, form: Form, wrong: list[Mismatch], outside: Mismatch 
     through = f" (through {inner.removesuffix(')')})" if inner else ""
     head = f"{name}{VARIANT_WORDS[ctx.case.variant]} [{ctx.case.dtype}]{through} with {form.words()} returns instead of raising"
     path = ("self" if ctx.case.variant == "inplace" else wrong[0].path) if wrong else ""
-    if wrong and shared and wrong[0].path == shared[0] and wrong[0].attribute == "values":
+    if wrong and wrong[0].attribute == "aliasing":
+        what = (f"although the results of {shared[0]} and {shared[1]} differ "
+                "(outputs that share memory must raise: the tensor silently holds one of them)")
+    elif wrong and shared and wrong[0].path == shared[0] and wrong[0].attribute == "values":
         what = (f"but the tensor holds neither result entirely "
                 f"({wrong[0].mismatched} of {wrong[0].numel} elements differ from {shared[0]}'s)")
     elif wrong and wrong[0].attribute == "values":
