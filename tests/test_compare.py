@@ -329,3 +329,20 @@ def test_slack_factor_barely_grows_when_accumulating_in_float32(dtype):
 
 def test_slack_factor_for_exact_dtypes_is_constant():
     assert slack_factor(torch.int64, 1) == slack_factor(torch.int64, 10**6) == tolerance_module.SLACK
+
+
+@pytest.mark.parametrize("actual, expected, agree", [
+    (complex(math.inf, math.nan), complex(math.inf, -math.inf), True),  # complex infinity both ways (sinc's inf+nanj)
+    (complex(math.inf, 1.0), complex(math.inf, 1.0000001), True),  # the finite part within the tolerance rule
+    (complex(math.inf, 1.0), complex(math.inf, 2.0), False),  # the finite part wrong beside an infinite one
+    (complex(math.inf, 0.0), complex(-math.inf, 0.0), False),  # opposite infinities
+    (complex(math.nan, 0.0), complex(1.0, 0.0), False),  # NaN where the reference is finite
+    (complex(1.0, 1.0), complex(1.0, 1.5), False),
+])
+def test_complex_values_with_a_nonfinite_part_are_compared_part_by_part(actual, expected, agree):
+    from torchsleuth.judge.compare import compare_leaf
+    from torchsleuth.judge.tolerance import table
+
+    a = torch.tensor([actual], dtype=torch.complex64)
+    e = torch.tensor([expected], dtype=torch.complex128)
+    assert (compare_leaf("out", a, e, tolerance=table, check_dtype=False) is None) == agree

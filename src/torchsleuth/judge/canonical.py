@@ -16,6 +16,10 @@ One entry per reason, each naming the ops it covers (short aten names):
   matches the other; where singular values or eigenvalues repeat, only the
   subspace is defined, and two results agree when they rebuild the same
   matrix (``U diag(S) V^H``, ``V diag(L) V^H``).
+* dtype limits: ``nan_to_num`` replaces infinities by the largest finite
+  values of the dtype it runs in, unless told others; its float64 reference
+  gives float64's, which round to infinity in the case's dtype. Where the
+  float64 result is float64's largest value, the case dtype's stands for it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ TIE_INDEX_OPS = frozenset({
     "sort", "argsort", "topk", "kthvalue", "mode", "median", "nanmedian", "max", "min",
     "argmax", "argmin", "cummax", "cummin", "msort", "aminmax",
 })
+LIMIT_OPS = frozenset({"nan_to_num"})
 PHASE_OPS = frozenset({"linalg_eig", "_linalg_eigh", "linalg_eigh", "_linalg_svd", "linalg_svd", "svd", "eig"})
 
 
@@ -152,3 +157,16 @@ def same_frequency(x: torch.Tensor, actual: torch.Tensor, expected: torch.Tensor
         except RuntimeError:
             continue
     return False
+
+
+def at_dtype_limits(reference: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The float64 reference with float64's largest finite values (either sign) replaced by ``dtype``'s."""
+    if not isinstance(reference, torch.Tensor) or not (dtype.is_floating_point or dtype.is_complex):
+        return reference
+    if reference.is_complex():
+        real = dtype.to_real() if dtype.is_complex else dtype
+        return torch.complex(at_dtype_limits(reference.real, real), at_dtype_limits(reference.imag, real))
+    if not reference.is_floating_point():
+        return reference
+    wide, narrow = torch.finfo(reference.dtype).max, torch.finfo(dtype.to_real() if dtype.is_complex else dtype).max
+    return torch.where(reference == wide, narrow, torch.where(reference == -wide, -narrow, reference))

@@ -123,6 +123,8 @@ def _tensors(path, a: torch.Tensor, e: torch.Tensor, *, tolerance, slack, check_
         allowed = torch.where(finite, allowed, torch.zeros_like(allowed))  # inf and NaN must match exactly
         same = (a64 == e64) | (_isnan(a64) & _isnan(e64))
         bad = ~same & ~(diff <= allowed)  # NaN in diff counts as bad
+        if a64.is_complex():
+            bad = _complex_nonfinite(a64, e64, bad, tol, slack)
     if not bool(bad.any()):
         return None
     excess = torch.where(bad, torch.nan_to_num(diff - allowed, nan=math.inf, posinf=math.inf), torch.full_like(diff, -math.inf))
@@ -165,6 +167,28 @@ def bytes_of(t: torch.Tensor) -> torch.Tensor:
     flat = torch.empty(t.numel(), dtype=t.dtype)
     flat.copy_(t.detach().reshape(-1))  # a fresh buffer: a size-1 view may keep any stride
     return flat.view(torch.uint8).reshape(-1, flat.element_size())
+
+
+def _complex_nonfinite(a: torch.Tensor, e: torch.Tensor, bad: torch.Tensor, tol: Tolerance, slack) -> torch.Tensor:
+    """``bad`` where either complex value has a part that is infinite or NaN, judged part by part instead.
+
+    The difference of two complex values with an infinite part is NaN even when their finite parts agree, so
+    there the real and imaginary parts are compared each on its own (the tolerance rule on a finite part, exact
+    on a non-finite one); and a complex infinity whose other part is NaN (``inf+nanj``) matches any complex
+    infinity, as C99's Annex G counts every value with an infinite part one infinity, direction undefined.
+    """
+    nonfinite = ~torch.isfinite(a) | ~torch.isfinite(e)
+    if not bool(nonfinite.any()):
+        return bad
+    extra = 0.0 if slack is None else slack.to(torch.float64).reshape(a.shape)
+
+    def part_bad(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        allowed = torch.where(torch.isfinite(y), tol.atol + tol.rtol * y.abs() + extra, torch.zeros_like(y))
+        return ~((x == y) | (torch.isnan(x) & torch.isnan(y))) & ~((x - y).abs() <= allowed)
+
+    parts = part_bad(a.real, e.real) | part_bad(a.imag, e.imag)
+    infinity = torch.isinf(a) & torch.isinf(e) & (torch.isnan(a) | torch.isnan(e))
+    return torch.where(nonfinite, parts & ~infinity, bad)
 
 
 def _isnan(t: torch.Tensor) -> torch.Tensor:

@@ -31,6 +31,7 @@ import torch
 
 from ..dtypes import is_inexact, wide
 from ..run.evidence import Evidence
+from . import canonical
 from . import compare as cmp
 from . import contracts
 from .context import Context
@@ -108,8 +109,11 @@ def precision(ctx: Context) -> None:
         ctx.notes.append("no float64 reference: " + one_line(reference.error))
         return
     actual = cmp.flatten(ev.ran.result)
-    expected = _rounded_like(cmp.flatten(reference.value), actual)
-    zeros = _structural_zeros(ctx, cmp.flatten(reference.value))
+    in_float64 = cmp.flatten(reference.value)
+    if (set(facts.names) | {ctx.short_op(facts.op)}) & canonical.LIMIT_OPS:  # the dtype's own limits (judge.canonical)
+        in_float64 = [(p, canonical.at_dtype_limits(v, dtype)) for p, v in in_float64]
+    expected = _rounded_like(in_float64, actual)
+    zeros = _structural_zeros(ctx, in_float64)
     if zeros:
         ctx.notes.append(f"{', '.join(zeros)} is zero in float64 (a structural zero): its rounding noise is not judged")
         actual = [(p, v) for p, v in actual if p not in zeros]
