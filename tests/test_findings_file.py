@@ -211,7 +211,9 @@ def test_sweep_from_python_writes_the_findings_file_junit_and_repros(tmp_path):
     paths = {f.id: out / "repros" / f"{f.id}.py" for f in reported}
     assert data == findings_file.document(
         command="ops", device="cpu", torch_version=torch.__version__, cases=result.cases, seconds=result.seconds, findings=reported,
-        groups=result.groups, repro_paths=paths, base=out, found_as={f.id: f.case_id for f in result.findings}, flaky=result.flaky)
+        groups=result.groups, repro_paths=paths, base=out, found_as={f.id: f.case_id for f in result.findings}, flaky=result.flaky,
+        coverage=result.coverage)
+    assert data["coverage"]["found"] >= data["coverage"]["reached"] > 0  # kernel coverage, in the file too
     for finding in reported:
         assert paths[finding.id].read_text() == repro.script(finding)
     # JUnit: the op's test case fails with the findings

@@ -50,10 +50,24 @@ class SweepConfig:
     oracles: tuple[str, ...] = ()
     # shrink every finding and diagnose every group after the sweep (--no-shrink)
     shrink: bool = True
+    # searches beyond OpInfo's samples (run.search: values, arguments, long, ...), by name
+    search: tuple[str, ...] = ()
+    # searched cases per op and dtype (0: every one planned), spread over those planned
+    budget: int = 0
+    # seconds of searched cases per op and dtype (0: no limit)
+    budget_seconds: float = 0.0
+    # sweep the dtypes an op does not declare too, where its kernel takes them (run.probe)
+    probe_dtypes: bool = False
 
     def key(self) -> str:
         """Identifies what is swept (not how fast): a rerun with the same key resumes."""
         fields = asdict(self)
         for how in ("workers", "timeout", "threads", "shrink"):
             fields.pop(how)
+        for added in ("search", "budget", "budget_seconds", "probe_dtypes"):  # absent at their defaults: older runs keep their keys
+            if fields[added] == _DEFAULTS[added]:
+                fields.pop(added)
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_DEFAULTS = {"search": (), "budget": 0, "budget_seconds": 0.0, "probe_dtypes": False}

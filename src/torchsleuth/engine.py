@@ -22,7 +22,7 @@ from typing import Iterator
 
 import torch
 
-from .cases import opinfo
+from .cases import opinfo, reach
 from .cases.plan import cases_for, spread
 from .cases.records import Case, Unit
 from .config import SweepConfig
@@ -31,7 +31,7 @@ from .judge.calls import functional_of as _functional
 from .judge.verdict import judge, one_line
 from .judge.plugin import BUILTIN, Registry, Subject
 from .judge.records import Outcome
-from .run import call, edits, tree
+from .run import call, edits, probe, search, tree
 from .run.samples import samples_of
 from .run.evidence import Evidence
 from .run.facts import of_references as facts_of
@@ -48,16 +48,27 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
     entry = opinfo.get(unit.op)
     dtype = getattr(torch, unit.dtype)
     functions = opinfo.functions(entry)
-    backward_ok = dtype in opinfo.dtypes(entry, torch.device(unit.device).type, backward=True)
+    backward_ok = probe.backward_allowed(entry, torch.device(unit.device).type, dtype)  # a probed dtype's once its probe passed
     variants = [v for v in config.variants if v in functions and (v != "backward" or backward_ok)]
     override = opinfo.tolerance_override(entry, torch.device(unit.device).type, dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         samples = samples_of(unit.op, unit.dtype)  # cached: the shrink stage asks again in this worker
-        for index in _chosen(samples, config.samples):
+        chosen = _chosen(samples, config.samples)
+        # a dtype OpInfo does not declare (SweepConfig.probe_dtypes): swept only if the kernel takes it (run.probe)
+        refused = None if probe.declared(entry, unit) else (yield from probe.probe(unit, functions["functional"], samples, chosen, skip, only))
+        if refused:
+            yield from _skipped(unit, "functional", chosen[0], refused, skip, only)
+            return
+        searched: list[Case] = []
+        for index in chosen:
             if only is not None and Case.parse(only).sample != index:
                 continue
-            yield from _run_sample(unit, config, entry, functions, variants, samples[index], index, override, skip, only, oracles)
+            if only is None or not Case.parse(only).edits:
+                yield from _run_sample(unit, config, entry, functions, variants, samples[index], index, override, skip, only, oracles)
+            searched += [Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, edits=edits)
+                         for variant in variants for edits in search.plan(config.search, unit.op, variant, unit.dtype, samples[index])]
+        yield from _run_search(unit, config, searched, skip, only, oracles)
 
 
 # A worker's exit status when torchsleuth failed on a case (see run_unit).
@@ -115,24 +126,49 @@ def _run_sample(unit, config, entry, functions, variants, sample, index, overrid
         for case in [*planned, *oracles.cases_for(config.oracles, unit, variant, index)]:
             if case.id in skip or (only is not None and case.id != only):
                 continue
-            yield "begin", case.id
-            try:
-                outcome = _run_case(case, entry, functions[variant], sample, references, override, oracles)
-            except Exception as e:  # a bug in torchsleuth, not in the op: shown apart
-                outcome = Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")
-                if config.workers > 0 and only is None:
-                    # it may be the aftermath of an earlier case that corrupted this process's
-                    # heap (tril's out= does): end the worker before it says so; the pool
-                    # replays the case alone in a fresh one, where a real failure shows again
-                    os._exit(TAINTED)
-            lost = outcome.status in ("raised", "error") and not device_works(case.device)
-            if lost and not outcome.reason.startswith("the contiguous reference raised"):
-                # the op left the device unusable (a device-side assert, a misaligned address)
-                # where the same values laid out contiguously did not: a crash
-                outcome = isolation_outcome(case, "crash", f"leaves {case.device} unusable: {outcome.reason}")
-            yield "outcome", outcome
-            if lost:
-                raise DeviceLost(outcome.reason)
+            yield from _judged(case, lambda case=case, variant=variant: _run_case(
+                case, entry, functions[variant], sample, references, override, oracles), config, only)
+
+
+def _judged(case: Case, run, config: SweepConfig, only: str | None) -> Iterator[Event]:
+    """``begin``, then the outcome of ``run()`` for ``case``, as the pool expects them."""
+    yield "begin", case.id
+    try:
+        outcome = run()
+    except Exception as e:  # a bug in torchsleuth, not in the op: shown apart
+        outcome = Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")
+        if config.workers > 0 and only is None:
+            # it may be the aftermath of an earlier case that corrupted this process's
+            # heap (tril's out= does): end the worker before it says so; the pool
+            # replays the case alone in a fresh one, where a real failure shows again
+            os._exit(TAINTED)
+    lost = outcome.status in ("raised", "error") and not device_works(case.device)
+    if lost and not outcome.reason.startswith("the contiguous reference raised"):
+        # the op left the device unusable (a device-side assert, a misaligned address)
+        # where the same values laid out contiguously did not: a crash
+        outcome = isolation_outcome(case, "crash", f"leaves {case.device} unusable: {outcome.reason}")
+    yield "outcome", outcome
+    if lost:
+        raise DeviceLost(outcome.reason)
+
+
+def _run_search(unit: Unit, config: SweepConfig, planned: list[Case], skip, only, oracles: Registry) -> Iterator[Event]:
+    """The unit's searched cases (run.search), within the sweep's budget; each judged from scratch, as a replay is.
+
+    When the budget leaves cases out, or its seconds run out, a ``("note", "search RAN/PLANNED")`` event says how
+    many of the planned ones ran.
+    """
+    chosen = search.within(planned, config.budget)
+    started, ran = time.monotonic(), 0
+    for case in chosen:
+        if config.budget_seconds and time.monotonic() - started > config.budget_seconds:
+            break
+        ran += 1
+        if case.id in skip or (only is not None and case.id != only):
+            continue
+        yield from _judged(case, lambda case=case: run_case(case, oracles), config, only)
+    if only is None and ran < len(planned):
+        yield "note", f"search {ran}/{len(planned)}"
 
 
 def device_works(device: str) -> bool:
@@ -173,10 +209,11 @@ def run_case(case: Case, oracles: Registry = BUILTIN) -> Outcome:
     the run that found the case.
     """
     entry = opinfo.get(case.op)
-    functions = opinfo.functions(entry)
+    functions = reach.calls(entry, opinfo.functions(entry), case.edits)  # an overload the edits call by name (run.search.overloads)
     dtype = getattr(torch, case.dtype)
     device_type = torch.device(case.device).type
-    if case.variant not in functions or dtype not in opinfo.dtypes(entry, device_type, backward=case.variant == "backward"):
+    # an undeclared dtype is called all the same (a probed unit's findings replay; a refusal is ``raised``)
+    if case.variant not in functions or (case.variant == "backward" and not probe.backward_allowed(entry, device_type, dtype)):
         return Outcome(case=case, status="skip", reason=f"{case.op} has no {case.variant} variant in {case.dtype} on {device_type}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -263,9 +300,12 @@ def _run_case(case: Case, entry, function, sample, references, override, oracles
         prepared, ran, second, prefill = _prefilled_runs(case, function, sample)
     else:
         ran = call.execute(prepared)
-    evidence = Evidence(prepared, ran, refs, facts, function_name=opinfo.public_name(entry, case.variant), second=second, prefill=prefill)
+    evidence = Evidence(prepared, ran, refs, facts, function_name=reach.name_of(function) or opinfo.public_name(entry, case.variant),
+                        second=second, prefill=prefill)
     outcome = judge(evidence, override=override)
-    return Outcome(case=case, status=outcome.status, reason=outcome.reason, findings=outcome.findings, seconds=time.perf_counter() - start)
+    reached = reach.reached(refs.trace.ops, function, evidence.op if case.variant in ("inplace", "out") else "")
+    return Outcome(case=case, status=outcome.status, reason=outcome.reason, findings=outcome.findings, seconds=time.perf_counter() - start,
+                   reached=reached)
 
 
 def _prefilled_runs(case, function, sample):

@@ -48,6 +48,7 @@ from .run.imports import load_imports
 from .run.pool import Callbacks, Pool
 from .shrink import stage
 from .shrink.records import Shrunk
+from .store.coverage import Coverage, of_run as coverage_of
 from .store.sqlite import RunInfo, Store
 
 
@@ -85,6 +86,7 @@ class SweepResult:
     shrunk: dict[str, Shrunk] = field(default_factory=dict)  # finding id -> its shrinking
     flaky: tuple[Finding, ...] = ()  # findings that did not recur on replay: not reported as bugs
     written: dict[str, str] = field(default_factory=dict)  # what was written where ("findings file" -> path), as the summary lists it
+    coverage: Coverage = Coverage()  # kernel coverage: aten overloads found and reached per op (store.coverage)
 
     def reported(self, finding: Finding) -> Finding:
         """The finding as reported: shrunk when it was (its repro is written from this)."""
@@ -181,6 +183,35 @@ def _describe(item, config: SweepConfig, case_id: str):
     return describe(item, config, case_id) if isinstance(item, Unit) else None
 
 
+# A selection of at most this many ops is a pointed run: the user asks about these ops, so it goes deep.
+POINTED_OPS = 8
+# Searched cases per op and dtype in a catalog run (see bench/search-cost.md for what it costs).
+CATALOG_BUDGET = 8
+
+
+def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), oracles: Registry = BUILTIN) -> SweepConfig:
+    """``config`` at the depth its question asks for; settings named in ``given`` (the user chose them) are kept.
+
+    Deep (a run pointed at a few ops): every sample, the cheap oracles, every search the config names with no budget,
+    the dtypes the ops do not declare probed.
+    Catalog: the config's samples, no oracle but those asked for, the searches within ``CATALOG_BUDGET`` cases per op
+    and dtype.
+    """
+    changes: dict = {}
+    if deep:
+        if "samples" not in given:
+            changes["samples"] = 0
+        if "oracles" not in given:
+            changes["oracles"] = (*oracles.of_cost("cheap"), *(o for o in config.oracles if o not in oracles.of_cost("cheap")))
+        if "budget" not in given:
+            changes["budget"], changes["budget_seconds"] = 0, 0.0
+        if "probe_dtypes" not in given:
+            changes["probe_dtypes"] = True
+    elif "budget" not in given and config.search:
+        changes["budget"] = CATALOG_BUDGET
+    return dataclasses.replace(config, **changes)
+
+
 def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = None, oracles: Registry = BUILTIN,
           out: str | Path | None = None, json: str | Path | None = None, junit: str | Path | None = None) -> SweepResult:
     """Sweep ``config``, storing into ``db``; ``oracles`` is the registry of the oracle plug-ins ``config.oracles`` names.
@@ -191,7 +222,7 @@ def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = No
     """
     scripts = functools.partial(repro.write_scripts, oracles=oracles)
     with run_frame(config, db=db, progress=progress, out=out, json=json, junit=junit, scripts=scripts) as frame:
-        units = select.units(config.ops, config.dtypes, config.device)
+        units = select.units(config.ops, config.dtypes, config.device, probe=config.probe_dtypes)
         finished = frame.store.finished_units(frame.run.id)
         todo = [u for u in units if u.key not in finished]
         frame.start(units=len(units), done=len(units) - len(todo))
@@ -220,6 +251,8 @@ def _execute(config: SweepConfig, frame: Frame, todo: list[Unit], pool: Pool | N
                 for kind, payload in run_unit(unit, config, stored, oracles=oracles):
                     if kind == "outcome":
                         frame.record(payload)
+                    elif kind == "note":
+                        frame.note(payload.partition(" ")[0], f"{unit.key} {payload.partition(' ')[2]}")
             except Exception as e:
                 frame.unit_done(unit, "failed", f"{type(e).__name__}: {e}")
                 continue
@@ -237,6 +270,7 @@ def pool_callbacks(frame: Frame) -> Callbacks:
         on_failed=lambda unit, case_id, kind, how, call: frame.record(isolation_outcome(Case.parse(case_id), kind, how, call)),
         on_collateral=lambda unit, case_id, how: frame.note("collateral", f"{case_id}: a worker died during it, but {how}"),
         on_unit_done=frame.unit_done,
+        on_note=lambda unit, note: frame.note(note.partition(" ")[0], f"{unit.key} {note.partition(' ')[2]}"),
     )
 
 
@@ -284,5 +318,5 @@ def result(store: Store, run_id: int, *, resumed: bool = False) -> SweepResult:
         run=run, resumed=resumed, statuses=statuses, reasons=reasons,
         failed_units=tuple(store.failed_units(run_id)), notes=tuple(store.notes(run_id)), findings=tuple(findings), seconds=run.seconds,
         groups=tuple(groups), shrunk=shrunk,
-        flaky=tuple(flaky),
+        flaky=tuple(flaky), coverage=coverage_of(store, run),
     )

@@ -31,6 +31,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import UsageError
+from . import reach
 
 # A reduction gets one extra sample whose reduced dim is this long: the
 # OpInfo samples reduce over at most a few dozen elements, too few for
@@ -96,7 +97,11 @@ def dtypes(opinfo, device_type: str, *, backward: bool = False) -> set[torch.dty
 
 
 def functions(opinfo) -> dict[str, Callable]:
-    """The callable for each variant the op has ("backward" calls the functional one)."""
+    """The callable for each variant the op has ("backward" calls the functional one).
+
+    Beyond the variants OpInfo declares, the in-place and out= siblings aten
+    has for the op (``undeclared``).
+    """
     found = {"functional": opinfo.op}
     if getattr(opinfo, "method_variant", None) is not None:
         found["method"] = opinfo.method_variant
@@ -106,7 +111,98 @@ def functions(opinfo) -> dict[str, Callable]:
         found["out"] = opinfo.op
     if getattr(opinfo, "supports_autograd", False):
         found["backward"] = opinfo.op
-    return found
+    return {**found, **_siblings(opinfo)}
+
+
+def undeclared(opinfo) -> tuple[str, ...]:
+    """The variants ``functions`` offers that OpInfo does not declare ("inplace", "out")."""
+    return tuple(_siblings(opinfo))
+
+
+# The samples a sibling is probed with, and the dtypes tried first.
+SIBLING_PROBES = 3
+_PROBE_DTYPES = (torch.float32, torch.float64, torch.int64)
+_SIBLINGS: dict[int, tuple[Any, dict[str, Callable]]] = {}
+
+
+def _siblings(opinfo) -> dict[str, Callable]:
+    """The in-place and out= siblings aten has where OpInfo declares none, that a probe does not prove invalid.
+
+    In-place: ``torch.Tensor.NAME_`` (or ``torch.nn.functional.NAME_``) where
+    aten has ``NAME_``, not a view's. Out: the op itself with ``out=``, where
+    the op is the public ``torch.NAME`` and aten's packet has an out overload.
+    Never for random ops, whose siblings draw differently. The probe calls
+    each on a few samples: a sibling that raises on every one, or whose result
+    has another shape or dtype than the functional call's, is not the op's.
+    Values are not compared: a wrong value is what the sweep is for.
+    """
+    held = _SIBLINGS.get(id(opinfo))
+    if held is None:
+        held = _SIBLINGS[id(opinfo)] = (opinfo, _probed_siblings(opinfo))
+    return held[1]
+
+
+def _probed_siblings(opinfo) -> dict[str, Callable]:
+    if isinstance(opinfo, _ExtraOp) or not _public_index().get(id(opinfo.op)) or reach.random(opinfo):
+        return {}
+    name = reach.aten_name(opinfo)
+    candidates = {}
+    if getattr(opinfo, "inplace_variant", None) is None and reach.overloads(name + "_"):
+        views = any(torch.Tag.inplace_view in reach.overload(o).tags for o in reach.overloads(name + "_"))
+        plain = opinfo.name.split(".")[-1] if opinfo.name.startswith("nn.functional.") else ""
+        function = getattr(torch.nn.functional, plain + "_", None) if plain else None
+        function = function or getattr(torch.Tensor, name + "_", None)
+        if function is not None and not views:
+            candidates["inplace"] = function
+    if not getattr(opinfo, "supports_out", False) and reach.direct(opinfo) and any(map(reach.is_out, reach.overloads(name))):
+        candidates["out"] = opinfo.op
+    return {variant: function for variant, function in candidates.items() if _probe(opinfo, variant, function)}
+
+
+def _probe(opinfo, variant: str, function: Callable) -> bool:
+    """Whether ``function`` works as the op's ``variant`` on one of a few samples, and never gives another shape or dtype."""
+    supported = dtypes(opinfo, "cpu")
+    dtype = next((d for d in _PROBE_DTYPES if d in supported), next(iter(sorted(supported, key=str)), None))
+    if dtype is None:
+        return False
+    worked = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            probes = samples(opinfo, dtype)[:SIBLING_PROBES]
+        except Exception:
+            return False
+        for sample in probes:
+            try:
+                expected = opinfo.op(sample.input, *sample.args, **sample.kwargs)
+                if variant == "inplace":
+                    got = function(sample.input.clone(), *sample.args, **sample.kwargs)
+                else:
+                    out = _like(expected)
+                    function(sample.input, *sample.args, **sample.kwargs, out=out)
+                    got = out
+            except Exception:  # a sample this sibling refuses: in the sweep it raises, which is loud
+                continue
+            if _meta(got) != _meta(expected):
+                return False
+            worked = True
+    return worked
+
+
+def _like(value):
+    if isinstance(value, torch.Tensor):
+        return torch.empty_like(value, memory_format=torch.contiguous_format)
+    if isinstance(value, (list, tuple)):
+        return tuple(_like(v) for v in value)
+    raise TypeError("the result is not made of tensors")
+
+
+def _meta(value):
+    if isinstance(value, torch.Tensor):
+        return tuple(value.shape), value.dtype
+    if isinstance(value, (list, tuple)):
+        return tuple(_meta(v) for v in value)
+    return type(value)
 
 
 def samples(opinfo, dtype: torch.dtype) -> list[Sample]:

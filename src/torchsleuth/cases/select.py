@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import functools
 
 import torch
 
@@ -95,11 +96,24 @@ def spec(name: str, device_type: str) -> OpSpec:
     )
 
 
-def units(ops: tuple[str, ...], dtypes: tuple[str, ...], device: str) -> list[Unit]:
-    """One unit per op and dtype the op supports on the device."""
+def units(ops: tuple[str, ...], dtypes: tuple[str, ...], device: str, probe: bool = False) -> list[Unit]:
+    """One unit per op and dtype the op supports on the device; with ``probe``, per dtype OpInfo makes samples in too.
+
+    A unit in a dtype the op does not declare is probed by the worker (run.probe): swept if the kernel takes it.
+    """
     device_type = torch.device(device).type
     found = []
     for name in ops:
         supported = set(spec(name, device_type).dtypes)
-        found.extend(Unit(op=name, dtype=d, device=device) for d in dtypes if d in supported)
+        found.extend(Unit(op=name, dtype=d, device=device) for d in dtypes if d in supported or (probe and _makes_samples(name, d)))
     return found
+
+
+@functools.lru_cache(maxsize=None)
+def _makes_samples(name: str, dtype: str) -> bool:
+    """Whether OpInfo makes samples of ``name`` in ``dtype``: its sample functions may raise in a dtype they were not written
+    for (``torch.randn`` of an integer dtype, a float bound for bool)."""
+    try:
+        return bool(opinfo.samples(opinfo.get(name), getattr(torch, dtype)))
+    except Exception:
+        return False

@@ -31,6 +31,22 @@ def count(text: str) -> int:
     return value
 
 
+def budget(text: str) -> tuple[int, float]:
+    """``--budget``: ``N`` or ``Ncases`` searched cases, or ``Ns`` seconds, per op and dtype: (cases, seconds), 0 for none."""
+    number, unit = text.strip(), "cases"
+    for suffix, name in (("cases", "cases"), ("case", "cases"), ("s", "seconds")):
+        if number.endswith(suffix):
+            number, unit = number[: -len(suffix)].strip(), name
+            break
+    try:
+        value = float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N, Ncases or Ns (searched cases or seconds per op and dtype), got {text!r}") from None
+    if value < 0 or (unit == "cases" and value != int(value)):
+        raise argparse.ArgumentTypeError(f"expected a whole number of cases >= 0, or seconds >= 0 (Ns), got {text!r}")
+    return (int(value), 0.0) if unit == "cases" else (0, value)
+
+
 def positive(text: str) -> int:
     value = count(text)
     if value < 1:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 from pathlib import Path
 
 from .. import config as config_module
@@ -9,7 +11,10 @@ from ..cases import layouts
 from ..cases.records import DEFAULT_DTYPES, VARIANTS
 from ..errors import ExitCode, UsageError
 from ..judge.plugin import BUILTIN
-from .arguments import command, count, cpus, imports as load, seconds
+from ..run.search import DESCRIPTIONS as _SEARCHES
+from ..sweep import CATALOG_BUDGET, POINTED_OPS, depth
+from ..config import DEFAULT_SAMPLES
+from .arguments import budget, command, count, cpus, imports as load, seconds
 
 EPILOG = f"""\
 layouts (--layouts, comma-separated; default all):
@@ -19,7 +24,9 @@ variants (--variants; default all): {", ".join(VARIANTS)}
   backward differentiates the functional call and compares the gradients.
 
 dtypes (--dtypes; default {",".join(DEFAULT_DTYPES)}; "all" for every dtype)
-  each op runs in the dtypes it supports on the device.
+  each op runs in the dtypes OpInfo declares for it on the device; with --probe-dtypes
+  (the default of a deep run) also in the others, where its kernel takes them: the first
+  sample's call is tried first, and a dtype the kernel refuses is one skip saying so.
 
 references: every case is judged against the same call on contiguous tensors
 (layout); the all-contiguous case also against float64 on the CPU (precision)
@@ -27,6 +34,17 @@ and, off the CPU, against the CPU (device). Contracts need no reference.
 
 deeper oracles (--oracles; each adds its own cases to the sweep):
 {chr(10).join(f"  {name:<17} {text}" for name, text in BUILTIN.available().items())}
+
+searches (--search; calls OpInfo's samples never make, as edits of a sample):
+{chr(10).join(f"  {name:<17} {text}" for name, text in _SEARCHES.items())}
+
+depth (--depth): a run pointed at a few ops (--ops naming at most {POINTED_OPS}) goes deep:
+every sample, every search with no budget, the cheap oracles
+({", ".join(BUILTIN.of_cost("cheap"))}), the dtypes not declared probed (--probe-dtypes).
+Any other run is the catalog sweep: {DEFAULT_SAMPLES} samples per op and dtype, every search
+within --budget (default {CATALOG_BUDGET} searched cases per op and dtype, spread over those
+planned; the summary says how many ran). --samples, --oracles,
+--search, --budget and --(no-)probe-dtypes given explicitly win over the depth.
 
 after the sweep every finding is replayed (one that does not recur is flaky,
 not a bug), shrunk to its smallest failing case (the repro is written from
@@ -49,9 +67,20 @@ def add_parser(commands) -> None:
     p.add_argument("--dtypes", metavar="LIST", help="dtypes to test, comma-separated, or 'all'")
     p.add_argument("--layouts", metavar="LIST", help="layouts to test, comma-separated (see below)")
     p.add_argument("--variants", metavar="LIST", help="variants to test: functional, method, inplace, out, backward")
-    p.add_argument("--samples", type=count, default=config_module.DEFAULT_SAMPLES, metavar="N",
+    p.add_argument("--probe-dtypes", action=argparse.BooleanOptionalAction, default=None,
+                   help="also sweep each op in the --dtypes OpInfo does not declare for it, where its kernel takes them "
+                        "(default: on in a deep run, off in a catalog one)")
+    p.add_argument("--samples", type=count, metavar="N",
                    help=f"OpInfo samples per op and dtype, spread over its list, leaving out samples over 2^18 elements "
-                        f"(default {config_module.DEFAULT_SAMPLES}; 0: every sample)")
+                        f"(default {config_module.DEFAULT_SAMPLES}, or every sample in a pointed run; 0: every sample)")
+    p.add_argument("--depth", choices=("auto", "deep", "catalog"), default="auto",
+                   help=f"deep: every sample, every search, the cheap oracles; catalog: a sample of each; auto (default): "
+                        f"deep when --ops names at most {POINTED_OPS} ops")
+    p.add_argument("--search", metavar="LIST",
+                   help="searches beyond OpInfo's samples, comma-separated, 'all' or 'none' (see below; default all)")
+    p.add_argument("--budget", type=budget, metavar="N|Ns",
+                   help=f"searched cases per op and dtype: N cases, or Ns seconds, 0 for no limit "
+                        f"(default {CATALOG_BUDGET} in a catalog run, none in a pointed one)")
     p.add_argument("--workers", type=count, default=cpus(), metavar="N",
                    help="worker processes (default: one per CPU); 0 runs in this process, without crash isolation")
     p.add_argument("--timeout", type=seconds, default=config_module.DEFAULT_TIMEOUT, metavar="SECONDS",
@@ -95,19 +124,27 @@ def run(args) -> int:
     layouts_ = select.resolve_layouts(args.layouts)
     variants = select.resolve_variants(args.variants)
     oracles = select.resolve_oracles(args.oracles, BUILTIN)
+    searches = select.resolve_names(args.search, tuple(_SEARCHES), "search", tuple(_SEARCHES)) if args.search != "none" else ()
     device = devices.parse(args.device)
     oracles = _deep_flags(args, oracles, device)
     imports = load(args.imports)
     ops = select.resolve_ops(args.ops)
     if args.list:
         return _list(ops, device)
-    if not select.units(ops, dtypes, device):
-        raise UsageError(f"nothing to sweep: no selected op supports {', '.join(dtypes)} on {device}; `--list` shows each op's dtypes")
     config = SweepConfig(
         command="ops", device=device, ops=ops, dtypes=dtypes, layouts=layouts_, variants=variants,
-        samples=args.samples, workers=args.workers, timeout=args.timeout, imports=imports, shrink=not args.no_shrink,
-        oracles=oracles,
+        samples=DEFAULT_SAMPLES, workers=args.workers, timeout=args.timeout, imports=imports, shrink=not args.no_shrink,
+        oracles=oracles, search=searches, probe_dtypes=bool(args.probe_dtypes),
     )
+    deep = args.depth == "deep" or (args.depth == "auto" and args.ops is not None and len(ops) <= POINTED_OPS)
+    config = depth(config, deep=deep, given={name for name in ("samples", "oracles", "budget", "probe_dtypes")
+                                          if getattr(args, name) is not None})
+    if args.budget is not None:
+        config = dataclasses.replace(config, budget=args.budget[0], budget_seconds=args.budget[1])
+    if args.samples is not None:
+        config = dataclasses.replace(config, samples=args.samples)
+    if not select.units(ops, dtypes, device, probe=config.probe_dtypes):
+        raise UsageError(f"nothing to sweep: no selected op supports {', '.join(dtypes)} on {device}; `--list` shows each op's dtypes")
     return finish(config, out=Path(args.out), db=args.db, json_path=args.json, progress=not args.no_progress, junit_path=args.junit)
 
 

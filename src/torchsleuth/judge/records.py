@@ -140,6 +140,9 @@ class Outcome:
     reason: str = ""  # one line: why skipped, what was raised
     findings: tuple[Finding, ...] = ()
     seconds: float = 0.0
+    # the aten overloads the case reached ("aten.add.Tensor"): its references' trace, and what it called by name
+    # (cases.reach.reached); the run's kernel coverage sums them per op
+    reached: tuple[str, ...] = ()
 
 
 # pass: judged and clean; finding: judged and wrong; skip: not judged, with a

@@ -42,12 +42,14 @@ def write(
     repro_paths: Mapping[str, str | Path],
     found_as: Mapping[str, str] | None = None,
     flaky: Iterable[Finding] = (),
+    coverage=None,
 ) -> Path:
     """Writes the findings file to ``path``; returns the path."""
     path = Path(path)
     data = document(
         command=command, device=device, torch_version=torch_version, cases=cases, seconds=seconds,
         findings=findings, groups=groups, repro_paths=repro_paths, base=path.parent, found_as=found_as, flaky=flaky,
+        coverage=coverage,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -69,15 +71,20 @@ def document(
     base: str | Path | None = None,
     found_as: Mapping[str, str] | None = None,
     flaky: Iterable[Finding] = (),
+    coverage=None,
 ) -> dict[str, Any]:
     """The findings file as a JSON-ready dict; repro paths made relative to ``base``.
 
     ``findings`` are as reported (shrunk where they were); ``found_as`` maps a
     finding's id to the case the sweep found it in, when that differs.
+    ``coverage`` (a ``store.coverage.Coverage``), when given, is the top-level
+    ``"coverage"`` object: per op, the aten overloads found, reached, and never
+    reached with why.
     """
     groups = list(groups)
     found_as = found_as or {}
     group_of = {finding_id: g.id for g in groups for finding_id in g.findings}
+    extra = {} if coverage is None or not coverage.ops else {"coverage": _coverage(coverage)}
     return {
         "tool": "torchsleuth",
         "version": __version__,
@@ -93,6 +100,25 @@ def document(
         "groups": [{"id": g.id, "summary": g.summary, "diagnosis": g.diagnosis or None, "findings": list(g.findings)} for g in groups],
         # findings that did not recur when replayed: not bugs, listed so nothing is hidden
         "flaky": [{"id": f.id, "op": f.op, "kind": f.kind, "case_id": f.case_id, "summary": f.summary} for f in flaky],
+        **extra,
+    }
+
+
+def _coverage(coverage) -> dict[str, Any]:
+    """Kernel coverage: overloads reached of those found, per op; the unreached with why; undeclared variants' cases."""
+    return {
+        "found": coverage.found,
+        "reached": coverage.reached,
+        "ops": [
+            {
+                "op": o.op,
+                "found": list(o.found),
+                "reached": list(o.reached),
+                "unreached": [{"overload": overload, "why": why} for overload, why in o.unreached],
+                "undeclared_variants": {variant: cases for variant, cases in o.undeclared},
+            }
+            for o in coverage.ops
+        ],
     }
 
 

@@ -82,12 +82,12 @@ class TerminalProgress:
 
 
 def summary(result, *, console: Console | None = None, groups=None, written: dict[str, str] | None = None) -> None:
-    """The one screen after a sweep: counts, findings by group, what was skipped and why."""
-    render(view.build(result, groups), console=console, written=written)
+    """The one screen after a sweep: counts, findings by group, what was skipped and why, kernel coverage."""
+    render(view.build(result, groups), console=console, written=written, coverage=getattr(result, "coverage", None))
 
 
-def render(report: view.ReportView, *, console: Console | None = None, written: dict[str, str] | None = None) -> None:
-    """``report`` on one screen; the HTML report shows the same records in full."""
+def render(report: view.ReportView, *, console: Console | None = None, written: dict[str, str] | None = None, coverage=None) -> None:
+    """``report`` on one screen; the HTML report shows the same records in full. ``coverage``: a ``store.coverage.Coverage``."""
     console = console or Console()
     run = report.run
     line = Text()
@@ -133,5 +133,26 @@ def render(report: view.ReportView, *, console: Console | None = None, written: 
         console.print(Text.assemble((f"unit {unit} could not run:", "bold magenta"), f" {detail}"))
     for kind, detail in report.notes:
         console.print(Text(f"note ({kind}): {detail}", style="dim"))
+    if coverage is not None and coverage.ops:
+        _coverage(coverage, console)
     for what, where in (written or {}).items():
         console.print(f"{what}: {where}")
+
+
+def _coverage(coverage, console: Console) -> None:
+    """Aten overloads reached of those found, the ones never reached and why; variants OpInfo does not declare."""
+    ops = len(coverage.ops)
+    console.print(Text(f"kernel coverage: {coverage.reached} of {coverage.found} aten overloads reached, over {ops} op{'s' if ops != 1 else ''}"))
+    missed = [(o.op, overload, why) for o in coverage.ops for overload, why in o.unreached]
+    if missed:
+        table = Table(title="never reached", title_justify="left")
+        for column in ("op", "overload", "why"):
+            table.add_column(column, overflow="fold")
+        for row in missed[:ROWS]:
+            table.add_row(*map(Text, row))
+        console.print(table)
+        if len(missed) > ROWS:
+            console.print(f"... and {len(missed) - ROWS} more overloads never reached")
+    extra = [f"{o.op} {variant} ({cases} cases)" for o in coverage.ops for variant, cases in o.undeclared]
+    if extra:
+        console.print(Text(f"variants OpInfo does not declare, swept: {', '.join(extra)}", style="dim"))

@@ -189,7 +189,7 @@ def build(result, groups: Sequence[grouping.Group] | None = None, *, repros: boo
         groups=_groups(shown, groups, reported, scripts),
         reasons=_reasons(result.reasons),
         failed_units=tuple(result.failed_units),
-        notes=tuple(result.notes),
+        notes=_notes(result.notes),
         heatmaps=heatmaps(shown) if shown else (),
         flaky=tuple(_finding(f, "", f.case_id, "") for f in result.flaky),
     )
@@ -223,7 +223,38 @@ def _settings(config: dict) -> tuple[tuple[str, str], ...]:
             shown.append((name, ", ".join(map(str, values))))
     if "samples" in config:
         shown.append(("samples", "all" if config["samples"] == 0 else str(config["samples"])))
+    for name in ("oracles", "search"):
+        if config.get(name):
+            shown.append((name, ", ".join(config[name])))
+    if config.get("search"):
+        budget = [f"{config['budget']} cases" if config.get("budget") else "", f"{config['budget_seconds']:g} s" if config.get("budget_seconds") else ""]
+        shown.append(("search budget", " and ".join(b for b in budget if b) + " per op and dtype" if any(budget) else "none: every planned case"))
+    if config.get("probe_dtypes"):
+        shown.append(("probe dtypes", "on: each op also in the dtypes it does not declare, where its kernel takes them"))
     return tuple(shown)
+
+
+def _notes(notes) -> tuple[tuple[str, str], ...]:
+    """The run's notes, the search's per-unit counts ("UNIT RAN/PLANNED") summed into one, the dtype probes counted."""
+    kept, ran, planned, units = [], 0, 0, 0
+    probed = {}  # unit -> "accepted" or "refused" (run.probe): once each, though a resumed unit says it again
+    for kind, detail in notes:
+        if kind == "probe":
+            probed[detail.rpartition(" ")[0]] = detail.rpartition(" ")[2]
+            continue
+        if kind != "search":
+            kept.append((kind, detail))
+            continue
+        done, _, of = detail.rpartition(" ")[2].partition("/")
+        ran, planned, units = ran + int(done), planned + int(of), units + 1
+    if units:
+        kept.append(("search", f"the budget left searched cases out in {units} op-and-dtype units: {ran:,} of their {planned:,} planned ran "
+                               "(every one in the others); --budget 0 runs them all"))
+    if probed:
+        accepted = sum(how == "accepted" for how in probed.values())
+        kept.append(("probe", f"{len(probed)} op-and-dtype units in dtypes OpInfo does not declare: {accepted} swept (the kernel took the "
+                              f"dtype), {len(probed) - accepted} refused (a skip each)"))
+    return tuple(kept)
 
 
 def _reasons(reasons: dict[str, dict[str, int]]) -> tuple[ReasonTable, ...]:

@@ -22,12 +22,11 @@ Edits apply in order to the sample made on the CPU, before any layout.
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
 from ..errors import UsageError
 from . import tree
+from .search import verbs as search_verbs
 from ..cases.opinfo import Sample
 
 VALUES = ("zeros", "ones", "small")
@@ -61,8 +60,11 @@ def apply(sample: Sample, edits: tuple[str, ...]) -> Sample:
             if kind not in VALUES:
                 raise UsageError(f"unknown value edit {kind!r} in {edit!r}; allowed: {', '.join(VALUES)}")
             sample = _map(sample, lambda path, t: _simple(t, kind) if path == target else t)
+        elif verb in search_verbs.VERBS:  # the search's own edits (run.search)
+            sample = search_verbs.VERBS[verb](sample, rest)
         else:
-            raise UsageError(f"unknown sample edit {edit!r}; allowed: size:S>K, dim:PATH@D>K, values:PATH=KIND")
+            allowed = ", ".join(("size:S>K", "dim:PATH@D>K", "values:PATH=KIND", *search_verbs.FORMS))
+            raise UsageError(f"unknown sample edit {edit!r}; allowed: {allowed}")
     return sample
 
 
@@ -80,14 +82,8 @@ def elements(sample: Sample) -> int:
     return sum(t.numel() for t in tensors(sample).values())
 
 
-def tensors(sample: Sample) -> tree.Tensors:
-    return tree.call_leaves((sample.input, *sample.args), sample.kwargs)
-
-
-def _map(sample: Sample, change) -> Sample:
-    new = {path: change(path, t) for path, t in tensors(sample).items()}
-    (input, *args), kwargs = tree.replace_call((sample.input, *sample.args), sample.kwargs, new)
-    return dataclasses.replace(sample, input=input, args=tuple(args), kwargs=kwargs)
+tensors = tree.sample_tensors
+_map = tree.map_sample_tensors
 
 
 def _narrow(t: torch.Tensor, old: int, new: int) -> torch.Tensor:

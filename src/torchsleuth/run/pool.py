@@ -6,7 +6,8 @@ misaligned address poisons the process's context). Cases therefore run in
 worker processes (``spawn``: a fresh interpreter, no forked thread pools). A
 worker takes one unit at a time and streams events back over a pipe:
 ``("begin", case_id)`` before each case, ``("outcome", outcome)`` after it,
-``("done", None)`` at the end, ``("failed", why)`` if the unit cannot be set
+``("note", "KIND DETAIL")`` for what a unit says that is no outcome (the search's
+budget), ``("done", None)`` at the end, ``("failed", why)`` if the unit cannot be set
 up, and ``("lost", why)`` when the device it runs on no longer works (the
 worker then exits and is replaced).
 
@@ -106,6 +107,8 @@ class Callbacks:
     on_failed: Callable[[object, str, str, str, object], None]  # unit, case_id, crash|hang, how, call
     on_collateral: Callable[[object, str, str], None]
     on_unit_done: Callable[[object, str, str], None]  # unit, "done"|"failed", detail
+    # what a unit says about itself that is no case's outcome: "KIND DETAIL" (the search's budget: "search 24/180")
+    on_note: Callable[[object, str], None] = lambda unit, note: None
 
 
 class Pool:
@@ -204,6 +207,8 @@ class Pool:
                 slot.skip.add(slot.in_flight)
                 slot.in_flight = None
                 self.cb.on_outcome(slot.unit, payload)
+            elif kind == "note":
+                self.cb.on_note(slot.unit, payload)
             elif kind == "described":
                 self._described(slot, payload)
             elif kind == "lost":  # the worker exits; a fresh one goes on with the unit

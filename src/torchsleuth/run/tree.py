@@ -8,6 +8,7 @@ dtype) is a map over these tensors; the rest of the structure is kept.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable, Iterator
 
@@ -137,3 +138,15 @@ def call_source(args: tuple, kwargs: dict) -> tuple[str, str]:
     args_src = ", ".join(source(arg, "input" if i == 0 else f"args[{i - 1}]") for i, arg in enumerate(args))
     kwargs_src = ", ".join(f"{name}={source(arg, name)}" for name, arg in kwargs.items())
     return args_src, kwargs_src
+
+
+def sample_tensors(sample) -> Tensors:
+    """An OpInfo sample's tensor arguments (input, args, kwargs), by path."""
+    return call_leaves((sample.input, *sample.args), sample.kwargs)
+
+
+def map_sample_tensors(sample, change: Callable[[str, torch.Tensor], torch.Tensor]):
+    """``sample`` with each tensor argument replaced by ``change(path, tensor)`` (the sample itself is not changed)."""
+    new = {path: change(path, t) for path, t in sample_tensors(sample).items()}
+    (input, *args), kwargs = replace_call((sample.input, *sample.args), sample.kwargs, new)
+    return dataclasses.replace(sample, input=input, args=tuple(args), kwargs=kwargs)

@@ -84,6 +84,12 @@ CREATE TABLE IF NOT EXISTS shrunk (
     record TEXT NOT NULL,
     PRIMARY KEY (run, finding)
 );
+CREATE TABLE IF NOT EXISTS reached (
+    run INTEGER NOT NULL,
+    op TEXT NOT NULL,
+    overload TEXT NOT NULL,
+    PRIMARY KEY (run, op, overload)
+);
 CREATE TABLE IF NOT EXISTS diagnoses (
     run INTEGER NOT NULL,
     grp TEXT NOT NULL,
@@ -188,6 +194,9 @@ class Store:
         )
         if cursor.rowcount == 0:
             return False
+        if outcome.status in ("pass", "finding"):  # a kernel that refused the call was not judged
+            self.db.executemany("INSERT OR IGNORE INTO reached (run, op, overload) VALUES (?, ?, ?)",
+                                [(run_id, case.op, overload) for overload in outcome.reached])
         for finding in outcome.findings:
             self.db.execute(
                 "INSERT OR IGNORE INTO findings (run, id, case_id, op, kind, record) VALUES (?, ?, ?, ?, ?, ?)",
@@ -249,6 +258,18 @@ class Store:
     def reasons(self, run_id: int, status: str) -> Counter:
         rows = self.db.execute("SELECT reason, COUNT(*) FROM outcomes WHERE run = ? AND status = ? GROUP BY reason", (run_id, status))
         return Counter(dict(rows.fetchall()))
+
+    def reached(self, run_id: int) -> dict[str, set[str]]:
+        """Op -> the aten overloads its cases reached (``Outcome.reached``)."""
+        found: dict[str, set[str]] = {}
+        for op, overload in self.db.execute("SELECT op, overload FROM reached WHERE run = ?", (run_id,)):
+            found.setdefault(op, set()).add(overload)
+        return found
+
+    def variant_counts(self, run_id: int) -> dict[tuple[str, str], int]:
+        """(op, variant) -> cases stored."""
+        rows = self.db.execute("SELECT op, variant, COUNT(*) FROM outcomes WHERE run = ? GROUP BY op, variant", (run_id,))
+        return {(op, variant): count for op, variant, count in rows}
 
     def failed_units(self, run_id: int) -> list[tuple[str, str]]:
         return list(self.db.execute("SELECT unit, detail FROM units WHERE run = ? AND state = 'failed'", (run_id,)))

@@ -1,0 +1,89 @@
+"""What the search and the depth cost: pointed runs with defaults, and the catalog with and without the search.
+
+    python bench/search_cost.py pointed            # 15 ops spread over the catalog, each as `torchsleuth ops --ops NAME`
+    python bench/search_cost.py catalog            # the whole catalog with defaults, then with --search none, in one run
+
+``pointed`` runs the CLI exactly as a user pointing it at one op would (no
+flag but --ops; the depth makes it deep), each op into a fresh database,
+and prints each op's cases, wall time, findings, and the median and the
+slowest. The ops are every k-th of the sorted catalog, so cheap and costly
+ops alike.
+
+``catalog`` runs ``torchsleuth ops`` (the catalog sweep: the search within
+its budget, the combined layouts) and the same with ``--search none``, one
+after the other on the same machine, and prints both and their ratio, with
+the summary's search line. Prints Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+from torchsleuth import resolve_ops
+
+
+def cli(args: list[str], tmp: str) -> tuple[float, dict, str]:
+    """One ``torchsleuth ops`` run into ``tmp``: (wall seconds, findings file, the summary's last lines)."""
+    out = os.path.join(tmp, "out")
+    command = [sys.executable, "-m", "torchsleuth.cli.main", "ops", *args, "--out", out, "--json", os.path.join(tmp, "f.json"), "--no-progress"]
+    start = time.perf_counter()
+    ran = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if ran.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(command)} failed ({ran.returncode}): {ran.stderr[-2000:]}")
+    with open(os.path.join(tmp, "f.json")) as f:
+        return seconds, json.load(f), ran.stdout
+
+
+def pointed(count: int) -> None:
+    everything = resolve_ops(None)
+    step = len(everything) / count
+    ops = [everything[int(i * step)] for i in range(count)]
+    print("| op | cases | wall s | findings |")
+    print("| --- | ---: | ---: | ---: |")
+    times = {}
+    for op in ops:
+        with tempfile.TemporaryDirectory() as tmp:
+            seconds, document, _ = cli(["--ops", op], tmp)
+        times[op] = seconds
+        print(f"| {op} | {document['cases']} | {seconds:.1f} | {len(document['findings'])} |", flush=True)
+    slowest = max(times, key=times.get)
+    print(f"\nmedian {statistics.median(times.values()):.1f} s over {len(ops)} ops; slowest {slowest} {times[slowest]:.1f} s")
+
+
+def catalog() -> None:
+    print("| run | cases | wall s | findings |")
+    print("| --- | ---: | ---: | ---: |")
+    seconds = {}
+    for name, args in (("defaults (search within the budget)", []), ("--search none", ["--search", "none"])):
+        with tempfile.TemporaryDirectory() as tmp:
+            seconds[name], document, stdout = cli(args, tmp)
+        print(f"| {name} | {document['cases']} | {seconds[name]:.1f} | {len(document['findings'])} |", flush=True)
+        for line in stdout.splitlines():
+            if "note (search)" in line or "budget" in line:
+                print(f"    {line.strip()}")
+    first, second = seconds.values()
+    print(f"\nratio {first / second:.2f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("pointed", "catalog"))
+    parser.add_argument("--ops", type=int, default=15, help="pointed: how many ops (default 15)")
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {len(os.sched_getaffinity(0))} CPUs, python {sys.version.split()[0]}\n")
+    pointed(args.ops) if args.what == "pointed" else catalog()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""Kernel reach: which aten overloads an op's entry points can reach, and calling one directly.
+
+Design note. An OpInfo entry's samples reach one aten overload (``aten.add.Tensor``)
+while its packet has others with kernels of their own (``add.Scalar``, the
+``out`` overloads), and aten has in-place siblings OpInfo does not declare.
+This module says, from PyTorch's own dispatcher, which overloads exist
+(``found``: each overload of the op's packets that has a CPU or composite
+kernel), which arguments some overload takes as a number where another takes
+a tensor (``number_slots``: where the ``overloads`` search puts a Python
+number), and which overloads a traced call reached (``reached``).
+
+Some overloads no Python entry point reaches (``add.Scalar``: the Python
+binding wraps the number into a tensor and calls ``add.Tensor``). A searched
+case reaches one by an edit ``scalar:PATH@aten.add.Scalar``: ``calls`` then
+gives every variant of the case that overload (its in-place and out=
+overloads), so the case and its references call the same kernel, and the
+repro script calls ``torch.ops.aten.add.Scalar`` (``name_of``).
+
+A kernel registered only as CompositeImplicitAutograd decomposes before a
+dispatch mode sees it, so a trace never names it; only a direct call does.
+Everything here works on torch 2.4 through 2.14 (schemas, ``overloads()``,
+``_dispatch_has_kernel_for_dispatch_key``) and is cached per packet.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Iterable
+
+import torch
+
+# The dispatch keys whose kernel counts as the overload's own on the CPU.
+KERNEL_KEYS = ("CPU", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional", "CompositeImplicitAutograd")
+COMPOSITE_IMPLICIT = "CompositeImplicitAutograd"
+
+
+def aten_name(entry) -> str:
+    """The aten packet an entry's functional variant is named after ("add", "relu" for nn.functional.relu)."""
+    return getattr(entry, "aten_name", None) or entry.name.split(".")[0]
+
+
+@functools.cache
+def packet(name: str):
+    """``torch.ops.aten.NAME``, or None where aten has no such packet."""
+    if not name or not name.replace("_", "a").isalnum():
+        return None
+    try:
+        return getattr(torch.ops.aten, name)
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def packets(entry) -> tuple[str, ...]:
+    """The aten packets the entry's public entry points can reach: the op, its in-place ``NAME_``, its backward."""
+    name = aten_name(entry)
+    names = (name, name if name.endswith("_") else name + "_", getattr(entry, "aten_backward_name", None) or "")
+    return tuple(n for n in dict.fromkeys(names) if packet(n) is not None)
+
+
+def qualified(op) -> str:
+    """The dispatcher's name of an overload: ``aten::add.Scalar``, ``aten::relu`` for a default one."""
+    schema = op._schema
+    return f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+
+
+@functools.cache
+def kernel_keys(name: str) -> tuple[str, ...]:
+    """The ``KERNEL_KEYS`` an overload ("aten.add.Scalar") has a kernel for; () for TorchScript-only ones."""
+    op = overload(name)
+    if op is None:
+        return ()
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    try:
+        return tuple(key for key in KERNEL_KEYS if has(qualified(op), key))
+    except RuntimeError:  # aten::add.int: a TorchScript operator, not in the dispatcher
+        return ()
+
+
+@functools.cache
+def overloads(name: str) -> tuple[str, ...]:
+    """A packet's overloads that have a CPU or composite kernel, as "aten.add.Tensor"."""
+    found = packet(name)
+    if found is None:
+        return ()
+    named = (f"aten.{name}.{o}" for o in found.overloads())
+    return tuple(n for n in named if kernel_keys(n))
+
+
+def found(entry) -> tuple[str, ...]:
+    """Every overload the entry's packets have a kernel for, in packet order."""
+    return tuple(o for p in packets(entry) for o in overloads(p))
+
+
+def composite_only(name: str) -> bool:
+    """Whether the overload's one kernel decomposes into others (a trace can never name it)."""
+    return kernel_keys(name) == (COMPOSITE_IMPLICIT,)
+
+
+@functools.cache
+def overload(name: str):
+    """``torch.ops.aten.add.Scalar`` for "aten.add.Scalar"; None where there is none."""
+    parts = name.split(".")
+    if len(parts) != 3 or parts[0] != "aten" or packet(parts[1]) is None:
+        return None
+    return getattr(packet(parts[1]), parts[2], None)
+
+
+def is_out(name: str) -> bool:
+    op = overload(name)
+    return op is not None and any(getattr(a, "is_out", False) for a in op._schema.arguments)
+
+
+def random(entry) -> bool:
+    """Whether any overload of the entry's packets draws random numbers (its siblings are not its own)."""
+    return any(torch.Tag.nondeterministic_seeded in overload(o).tags for o in found(entry))
+
+
+# --- what an overload takes ------------------------------------------------------------------
+
+
+def _element(kind):
+    return kind.getElementType() if isinstance(kind, torch._C.OptionalType) else kind
+
+
+def takes_number(argument) -> bool:
+    return isinstance(_element(argument.type), torch._C.NumberType)
+
+
+def takes_tensor(argument) -> bool:
+    return isinstance(_element(argument.type), torch._C.TensorType)
+
+
+def number_slots(entry) -> dict[str, tuple[str, ...]]:
+    """Argument name -> the functional overloads that take a number there where another overload takes a tensor.
+
+    ``add``: ``{"other": ("aten.add.Scalar",)}``; ``pow``: ``self`` (``pow.Scalar``)
+    and ``exponent`` (``pow.Tensor_Scalar``); ``clamp``: ``min`` and ``max``.
+    """
+    return _number_slots(aten_name(entry))
+
+
+@functools.cache
+def _number_slots(name: str) -> dict[str, tuple[str, ...]]:
+    functional = [o for o in overloads(name) if not is_out(o)]
+    tensor_names = {a.name for o in functional for a in overload(o)._schema.arguments if takes_tensor(a)}
+    slots: dict[str, list[str]] = {}
+    for o in functional:
+        for a in overload(o)._schema.arguments:
+            if takes_number(a) and a.name in tensor_names:
+                slots.setdefault(a.name, []).append(o)
+    return {k: tuple(v) for k, v in slots.items()}
+
+
+def parameter_names(entry) -> tuple[str, ...] | None:
+    """The schema names of the entry's positional parameters, in order; None where they are not known.
+
+    A Python function (a lambda of OpInfo's, ``F.relu``) names them itself;
+    a builtin public function (``torch.add``) takes the schema's own order.
+    """
+    try:
+        params = inspect.signature(entry.op).parameters.values()
+        return tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    except (TypeError, ValueError):
+        pass
+    if not direct(entry):
+        return None
+    schemas = [overload(o)._schema for o in overloads(aten_name(entry)) if not is_out(o)]
+    # names by position, from the overload with the most tensor arguments (add.Tensor's self, other)
+    best = max(schemas, key=lambda s: sum(takes_tensor(a) for a in s.arguments), default=None)
+    return None if best is None else tuple(a.name for a in best.arguments if not a.kwarg_only)
+
+
+def direct(entry) -> bool:
+    """Whether the entry's op is the public ``torch.NAME`` of its packet, so a sample's positions are the schema's."""
+    name = aten_name(entry)
+    return entry.op is getattr(torch, name, None) and packet(name) is not None
+
+
+def fits(name: str, values: list, kwargs: dict) -> bool:
+    """Whether overload ``name`` takes ``values`` by position and ``kwargs`` by name (types and arity only)."""
+    schema = overload(name)._schema
+    positional = [a for a in schema.arguments if not a.kwarg_only and not getattr(a, "is_out", False)]
+    by_name = {a.name: a for a in schema.arguments}
+    if len(values) > len(positional) or any(k not in by_name for k in kwargs):
+        return False
+    given = {a.name: v for a, v in zip(positional, values)} | kwargs
+    for name_, value in given.items():
+        if isinstance(value, torch.Tensor) != takes_tensor(by_name[name_]):
+            return False
+    return all(a.name in given or _has_default(a) or getattr(a, "is_out", False) for a in schema.arguments)
+
+
+def _has_default(argument) -> bool:
+    has = getattr(argument, "has_default_value", None)
+    return has() if has is not None else argument.default_value is not None or isinstance(argument.type, torch._C.OptionalType)
+
+
+def sibling(name: str, variant: str) -> str | None:
+    """The overload a variant of functional overload ``name`` calls: its in-place one, its out= one (None: none)."""
+    if variant in ("functional", "backward"):
+        return name
+    base = name.split(".")[1]
+    if variant not in ("inplace", "out"):
+        return None
+    # the sibling takes the same arguments (pow.Tensor_Scalar -> pow_.Scalar, add.Scalar -> add.Scalar_out)
+    wanted = [(a.name, str(a.type)) for a in overload(name)._schema.arguments]
+    for candidate in overloads(base + "_") if variant == "inplace" else [o for o in overloads(base) if is_out(o)]:
+        arguments = overload(candidate)._schema.arguments
+        if [(a.name, str(a.type)) for a in arguments if not getattr(a, "is_out", False)] == wanted:
+            return candidate
+    return None
+
+
+# --- calling an overload directly ----------------------------------------------------------
+
+
+def called(edits: tuple[str, ...]) -> str:
+    """The overload a case's edits call directly ("aten.add.Scalar" from ``scalar:args[0]@aten.add.Scalar``), or ""."""
+    for edit in edits:
+        verb, _, rest = edit.partition(":")
+        if verb == "scalar" and "@" in rest:
+            return rest.partition("@")[2]
+    return ""
+
+
+def calls(entry, functions: dict[str, Callable], edits: tuple[str, ...]) -> dict[str, Callable]:
+    """``functions`` (variant -> callable), or, where ``edits`` call an overload directly, that overload's per variant.
+
+    The references are made with the ``functional`` one, so a case and its
+    references call the same kernel; a variant the overload has no sibling
+    for is left out (the case is then skipped, saying so).
+    """
+    name = called(edits)
+    if not name or overload(name) is None:
+        return functions
+    found_ = {}
+    for variant in functions:
+        target = sibling(name, "functional" if variant == "method" else variant)
+        if target is not None:
+            found_[variant] = overload(target)
+    return found_
+
+
+def name_of(function: Any) -> str:
+    """A repro script's name for a directly called overload ("torch.ops.aten.add.Scalar"); "" for anything else."""
+    return f"torch.ops.{function}" if isinstance(function, torch._ops.OpOverload) else ""
+
+
+def reached(ops: Iterable, *called_: Any) -> tuple[str, ...]:
+    """The aten overloads a case reached: those its trace names, and the ones it called by name (""s left out)."""
+    names = {str(op) for op in ops} | {str(c) for c in called_ if c is not None and str(c)}
+    return tuple(sorted(n for n in names if n.startswith("aten.")))

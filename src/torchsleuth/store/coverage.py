@@ -1,0 +1,87 @@
+"""Kernel coverage of a stored run: per op, the aten overloads found, those its cases reached, and why not the rest.
+
+Design note. ``cases.reach.found`` says which overloads an op's packets have
+kernels for; each stored outcome says which its case reached
+(``Outcome.reached``, in the store's ``reached`` table, from cases that
+were judged: a kernel that refused the call is not covered). What is left is
+named with the reason a reader can act on: no case of that variant ran, no
+case passed a Python number (``--search overloads``), the kernel is a
+composite one no trace can see, or no sample reaches it. Variants swept that
+OpInfo does not declare (``cases.opinfo.undeclared``) are counted apart.
+Only runs of ``ops`` have OpInfo ops to cover.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..cases import opinfo, reach
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OpCoverage:
+    op: str  # catalog name
+    found: tuple[str, ...]  # overloads with a kernel, "aten.add.Scalar"
+    reached: tuple[str, ...]  # those some case reached
+    unreached: tuple[tuple[str, str], ...]  # (overload, why no case reached it)
+    undeclared: tuple[tuple[str, int], ...] = ()  # (variant, cases) swept beyond OpInfo's declared variants
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Coverage:
+    ops: tuple[OpCoverage, ...] = ()
+
+    @property
+    def found(self) -> int:
+        return sum(len(o.found) for o in self.ops)
+
+    @property
+    def reached(self) -> int:
+        return sum(len(o.reached) for o in self.ops)
+
+    @property
+    def undeclared(self) -> int:
+        """Cases of variants OpInfo does not declare."""
+        return sum(n for o in self.ops for _, n in o.undeclared)
+
+
+def of_run(store, run) -> Coverage:
+    """The kernel coverage of ``run`` (a ``RunInfo``) as stored; empty for commands other than ``ops``."""
+    if run.command != "ops":
+        return Coverage()
+    counts = store.variant_counts(run.id)
+    reached = store.reached(run.id)
+    searched = tuple(run.config.get("search") or ())
+    catalog = opinfo.catalog()
+    found = []
+    for op in sorted({op for op, _ in counts}):
+        entry = catalog.get(op)
+        if entry is None:
+            continue
+        variants = {v for (o, v) in counts if o == op}
+        overloads = reach.found(entry)
+        hit = tuple(o for o in overloads if o in reached.get(op, ()))
+        missed = tuple((o, why(entry, o, variants, searched)) for o in overloads if o not in hit)
+        extra = tuple((v, counts[(op, v)]) for v in opinfo.undeclared(entry) if (op, v) in counts)
+        found.append(OpCoverage(op=op, found=overloads, reached=hit, unreached=missed, undeclared=extra))
+    return Coverage(ops=tuple(found))
+
+
+def why(entry, overload: str, variants: set[str], searched: tuple[str, ...]) -> str:
+    """Why no case reached ``overload``, in a reader's terms."""
+    packet = overload.split(".")[1]
+    name = reach.aten_name(entry)
+    if packet == getattr(entry, "aten_backward_name", None) and "backward" not in variants:
+        return "no backward case"
+    if packet != name and packet == name + "_" and "inplace" not in variants:
+        return "no in-place case"
+    if reach.is_out(overload) and "out" not in variants:
+        return "no out= case"
+    slots = reach.number_slots(entry)
+    if any(reach.takes_number(a) and a.name in slots for a in reach.overload(overload)._schema.arguments):
+        if "overloads" not in searched:
+            return "no case passes a Python number (--search overloads)"
+        return "no case with a Python number reached it"
+    if reach.composite_only(overload):
+        return "a composite kernel: it decomposes before a trace sees it, and no case calls it by name"
+    return "no sample reaches it"

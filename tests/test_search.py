@@ -1,0 +1,120 @@
+"""The search (run.search) and the depth of a run: searched cases planned, run within the budget, and finding
+what OpInfo's samples never reach; a pointed run goes deep without a flag.
+
+The ``long`` search is tested here (a scan wrong past 256 entries along its
+dim); the values, arguments and overloads searches have files of their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from torchsleuth import SweepConfig, resolve_ops, sweep
+from torchsleuth.cases.records import Case
+from torchsleuth.cli.arguments import budget
+from torchsleuth.run.samples import samples_of
+from torchsleuth.run.search import long_dims, plan, within
+from torchsleuth.store.sqlite import Store
+from torchsleuth.sweep import CATALOG_BUDGET, depth
+
+BLOCK = 256
+
+
+def cumsum_wrong_past_a_block(x, dim, *, dtype=None):
+    """``cumsum`` whose float32 entries past 256 along the dim are off by one (a carry lost between blocks of the
+    vectorised float32 kernel; the float64 reference's kernel is right)."""
+    out = torch.empty_like(x, dtype=dtype or (torch.int64 if not (x.is_floating_point() or x.is_complex()) else x.dtype))
+    torch.ops.aten.cumsum.out(x, dim, dtype=dtype, out=out)  # cumsum.out's own kernel: the right answer
+    if x.dtype == torch.float32 and x.dim() and x.shape[dim] > BLOCK:
+        out.narrow(dim, BLOCK, x.shape[dim] - BLOCK).add_(1)
+    return out
+
+
+def cumsum_config(**extra) -> SweepConfig:
+    spec = dict(ops=resolve_ops("cumsum"), dtypes=("float32",), variants=("functional",), layouts=("contiguous",),
+                workers=0, search=("long",)) | extra
+    return SweepConfig(**spec)
+
+
+def test_a_scan_wrong_past_its_block_is_found_by_a_pointed_run_and_named_with_its_length(plant, run_sweep):
+    plant("cumsum", cumsum_wrong_past_a_block)
+    config = depth(cumsum_config(), deep=True, given={"oracles"})
+    assert config.samples == 0 and config.budget == 0  # deep: every sample, no budget
+    result = run_sweep(config)
+    found = [f for f in result.findings if f.opinfo == "cumsum"]
+    assert found, result.statuses
+    for finding in found:
+        case = Case.parse(finding.case_id)
+        assert finding.kind == "mismatch" and finding.op == "aten.cumsum.default"
+        grown = [e for e in case.edits if e.startswith("dim:input@")]
+        assert grown and int(grown[0].rpartition(">")[2]) > BLOCK, finding.case_id  # the trigger: a dim past the block
+    # the same run without searching never grows the dim, and finds nothing
+    assert not run_sweep(cumsum_config(search=(), samples=0)).findings
+
+
+def test_the_same_pointed_run_without_the_plant_is_clean(tmp_path):
+    db = tmp_path / "runs.db"
+    result = sweep(depth(cumsum_config(), deep=True, given={"oracles"}), db=db)
+    assert not result.findings
+    store = Store(db)
+    try:
+        searched = [case_id for case_id, *_ in store.outcome_rows(result.run.id) if "dim:input@" in case_id]
+    finally:
+        store.close()
+    assert searched, "the search made no case"
+
+
+def test_the_long_search_grows_the_dim_the_op_works_along():
+    sample = next(s for s in samples_of("cumsum", "float32") if s.input.dim() == 3 and s.args == (1,))
+    assert long_dims.plan("cumsum", "functional", "float32", sample) == [("dim:input@1>257",), ("dim:input@1>1025",), ("dim:input@1>4097",)]
+    softmax = next(s for s in samples_of("softmax", "float32") if s.input.dim() == 2 and s.args == (0,))
+    assert long_dims.plan("softmax", "functional", "float32", softmax)[0] == ("dim:input@0>257",)
+    add = samples_of("add", "float32")[1]
+    assert long_dims.plan("add", "functional", "float32", add) == []  # no dim to work along: nothing to grow
+    zero_d = next(s for s in samples_of("cumsum", "float32") if s.input.dim() == 0)
+    assert long_dims.plan("cumsum", "functional", "float32", zero_d) == []
+
+
+def test_search_plans_are_deterministic_and_the_budget_spreads_over_them():
+    sample = samples_of("cumsum", "float32")[0]
+    assert plan(("long",), "cumsum", "functional", "float32", sample) == plan(("long",), "cumsum", "functional", "float32", sample)
+    planned = list(range(100))
+    assert within(planned, 0) == planned and within(planned, 200) == planned
+    chosen = within(planned, 8)
+    assert len(chosen) == 8 and chosen[0] == 0 and chosen[-1] > 80  # spread, not the first eight
+
+
+def test_a_catalog_run_searches_within_the_budget_and_says_how_many_ran(run_sweep):
+    config = depth(cumsum_config(samples=2), deep=False)
+    assert config.budget == CATALOG_BUDGET
+    result = run_sweep(dataclasses.replace(config, budget=2))
+    searched = [n for kind, n in result.notes if kind == "search"]
+    assert searched and searched[0].endswith("2/6"), result.notes  # 2 samples x 3 lengths planned, 2 ran
+
+
+def test_depth_keeps_what_the_user_chose():
+    base = cumsum_config(oracles=("compile",))
+    deep = depth(base, deep=True)
+    assert deep.samples == 0 and "sizes" in deep.oracles and "compile" in deep.oracles
+    assert depth(base, deep=True, given={"oracles", "samples"}).oracles == ("compile",)
+    assert depth(cumsum_config(search=()), deep=False).budget == 0  # nothing to budget
+
+
+@pytest.mark.parametrize("text, expected", [("8", (8, 0.0)), ("8cases", (8, 0.0)), ("30s", (0, 30.0)), ("0", (0, 0.0))])
+def test_budget_reads_cases_or_seconds(text, expected):
+    assert budget(text) == expected
+
+
+@pytest.mark.parametrize("text", ["-1", "3x", "2.5", "s"])
+def test_a_bad_budget_is_one_line_and_exit_2(text, tmp_path, capsys):
+    from torchsleuth.cli.main import main
+
+    with pytest.raises(SystemExit) as exited:  # argparse's own errors exit from the parser
+        main(["ops", "--ops", "neg", "--budget", text, "--out", str(tmp_path / "out")])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--budget" in err[0], err
+    assert not (tmp_path / "out").exists()
