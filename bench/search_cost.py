@@ -60,13 +60,15 @@ def pointed(count: int) -> None:
     print(f"\nmedian {statistics.median(times.values()):.1f} s over {len(ops)} ops; slowest {slowest} {times[slowest]:.1f} s")
 
 
-def catalog() -> None:
+def catalog(keep: str | None) -> None:
     print("| run | cases | wall s | findings |")
     print("| --- | ---: | ---: | ---: |")
     seconds = {}
     for name, args in (("defaults (search within the budget)", []), ("--search none", ["--search", "none"])):
         with tempfile.TemporaryDirectory() as tmp:
-            seconds[name], document, stdout = cli(args, tmp)
+            folder = os.path.join(keep, args[-1] if args else "defaults") if keep else tmp
+            os.makedirs(folder, exist_ok=True)
+            seconds[name], document, stdout = cli(args, folder)
         print(f"| {name} | {document['cases']} | {seconds[name]:.1f} | {len(document['findings'])} |", flush=True)
         for line in stdout.splitlines():
             if "note (search)" in line or "budget" in line:
@@ -79,9 +81,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=("pointed", "catalog"))
     parser.add_argument("--ops", type=int, default=15, help="pointed: how many ops (default 15)")
+    parser.add_argument("--keep", metavar="DIR", help="catalog: keep each run's database, findings file and repros under DIR")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {len(os.sched_getaffinity(0))} CPUs, python {sys.version.split()[0]}\n")
-    pointed(args.ops) if args.what == "pointed" else catalog()
+    pointed(args.ops) if args.what == "pointed" else catalog(args.keep)
     return 0
 
 

@@ -118,3 +118,45 @@ def test_a_bad_budget_is_one_line_and_exit_2(text, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--budget" in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+PLANT_MODULE = '''
+import warnings
+
+import torch
+
+BLOCK = 256
+
+
+def cumsum_wrong_past_a_block(x, dim, *, dtype=None):
+    out = torch.empty_like(x, dtype=dtype or (torch.int64 if not (x.is_floating_point() or x.is_complex()) else x.dtype))
+    torch.ops.aten.cumsum.out(x, dim, dtype=dtype, out=out)
+    if x.dtype == torch.float32 and x.dim() and x.shape[dim] > BLOCK:
+        out.narrow(dim, BLOCK, x.shape[dim] - BLOCK).add_(1)
+    return out
+
+
+library = torch.library.Library("aten", "IMPL")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    library.impl("cumsum", cumsum_wrong_past_a_block, "CPU")
+'''
+
+
+@pytest.mark.slow
+def test_pointed_at_the_op_with_defaults_the_command_finds_the_scan_bug(tmp_path):
+    """`torchsleuth ops --ops cumsum` with the plant's --import and float32 only (the plant's dtype, to keep the test
+    short): no search, depth or budget flag; the depth a pointed run gets reaches the bug."""
+    import json
+    import subprocess
+    import sys
+
+    plant = tmp_path / "plant.py"
+    plant.write_text(PLANT_MODULE)
+    out = tmp_path / "out"
+    ran = subprocess.run([sys.executable, "-m", "torchsleuth.cli.main", "ops", "--ops", "cumsum", "--dtypes", "float32", "--import", str(plant),
+                          "--out", str(out), "--json", str(out / "f.json"), "--no-progress"], capture_output=True, text=True, timeout=900)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    findings = json.loads((out / "f.json").read_text())["findings"]
+    grown = [f for f in findings if f["op"] == "aten.cumsum.default" and "dim:input@" in f["found_as"]]
+    assert grown, [(f["op"], f["found_as"]) for f in findings]

@@ -185,8 +185,8 @@ def _describe(item, config: SweepConfig, case_id: str):
 
 # A selection of at most this many ops is a pointed run: the user asks about these ops, so it goes deep.
 POINTED_OPS = 8
-# Searched cases per op and dtype in a catalog run (see bench/search-cost.md for what it costs).
-CATALOG_BUDGET = 8
+# Searched cases per op and dtype in a catalog run (bench/search-cost.md: what it costs).
+CATALOG_BUDGET = 4
 
 
 def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), oracles: Registry = BUILTIN) -> SweepConfig:

@@ -20,6 +20,9 @@ One entry per reason, each naming the ops it covers (short aten names):
   values of the dtype it runs in, unless told others; its float64 reference
   gives float64's, which round to infinity in the case's dtype. Where the
   float64 result is float64's largest value, the case dtype's stands for it.
+* dtype representation: ``nextafter`` returns the next value representable
+  in its own dtype; in float64 that is another value altogether, so float64
+  is no reference for it (its layout reference and contracts still judge it).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ TIE_INDEX_OPS = frozenset({
     "argmax", "argmin", "cummax", "cummin", "msort", "aminmax",
 })
 LIMIT_OPS = frozenset({"nan_to_num"})
+REPRESENTATION_OPS = frozenset({"nextafter"})
 PHASE_OPS = frozenset({"linalg_eig", "_linalg_eigh", "linalg_eigh", "_linalg_svd", "linalg_svd", "svd", "eig"})
 
 
