@@ -191,7 +191,7 @@ def describe(unit: Unit, config: SweepConfig, case_id: str):
     functions = opinfo.functions(entry)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sample = edits.apply(samples_of(case.op, case.dtype)[case.sample], case.edits)
+        sample = edits.sample_of(case)
         references = _reference_maker(functions, sample, case.dtype)
 
         # the case's own references are not needed, and may be what crashes: only the

@@ -26,6 +26,7 @@ import torch
 
 from ..errors import UsageError
 from . import tree
+from .samples import samples_of
 from .search import verbs as search_verbs
 from ..cases.opinfo import Sample
 
@@ -66,6 +67,11 @@ def apply(sample: Sample, edits: tuple[str, ...]) -> Sample:
             allowed = ", ".join(("size:S>K", "dim:PATH@D>K", "values:PATH=KIND", *search_verbs.FORMS))
             raise UsageError(f"unknown sample edit {edit!r}; allowed: {allowed}")
     return sample
+
+
+def sample_of(case) -> Sample:
+    """The OpInfo sample a case (``cases.records.Case``) calls, its edits made: how every replay rebuilds it from its id."""
+    return apply(samples_of(case.op, case.dtype)[case.sample], case.edits)
 
 
 def sizes(sample: Sample) -> list[int]:

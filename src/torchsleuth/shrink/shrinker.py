@@ -215,9 +215,7 @@ def _layouts_that_fit(case: Case, sample) -> tuple | None:
 
 
 def _sample(case: Case):
-    from ..run.samples import samples_of
-
-    return edits.apply(samples_of(case.op, case.dtype)[case.sample], case.edits)
+    return edits.sample_of(case)
 
 
 def _cost_or_none(case: Case, simpler: Callable[[Case], tuple] = cost):

@@ -286,14 +286,12 @@ def _die_with_parent() -> None:
 def _answer(case_id: str, data: bytes):
     import warnings
 
-    from ...run.samples import samples_of
-
     case = Case.parse(case_id)
     entry = opinfo.get(case.op)
     functions = opinfo.functions(entry)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sample = edits.apply(samples_of(case.op, case.dtype)[case.sample], case.edits)
+        sample = edits.sample_of(case)
         tensors = unpack(data)
         try:
             functional = None
