@@ -58,16 +58,18 @@ class SweepConfig:
     budget_seconds: float = 0.0
     # sweep the dtypes an op does not declare too, where its kernel takes them (run.probe)
     probe_dtypes: bool = False
+    # oracles whose cases join the searched cases, within the budget (a whole-catalog run's sample of them), by name
+    sampled: tuple[str, ...] = ()
 
     def key(self) -> str:
         """Identifies what is swept (not how fast): a rerun with the same key resumes."""
         fields = asdict(self)
         for how in ("workers", "timeout", "threads", "shrink"):
             fields.pop(how)
-        for added in ("search", "budget", "budget_seconds", "probe_dtypes"):  # absent at their defaults: older runs keep their keys
+        for added in ("search", "budget", "budget_seconds", "probe_dtypes", "sampled"):  # absent at their defaults: older runs keep their keys
             if fields[added] == _DEFAULTS[added]:
                 fields.pop(added)
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
-_DEFAULTS = {"search": (), "budget": 0, "budget_seconds": 0.0, "probe_dtypes": False}
+_DEFAULTS = {"search": (), "budget": 0, "budget_seconds": 0.0, "probe_dtypes": False, "sampled": ()}

@@ -66,8 +66,12 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
                 continue
             if only is None or not Case.parse(only).edits:
                 yield from _run_sample(unit, config, entry, functions, variants, samples[index], index, override, skip, only, oracles)
-            searched += [Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, edits=edits)
-                         for variant in variants for edits in search.plan(config.search, unit.op, variant, unit.dtype, samples[index])]
+            for variant in variants:
+                for edits in search.plan(config.search, unit.op, variant, unit.dtype, samples[index]):
+                    searched.append(Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, edits=edits))
+                    if search.values.judged_by_oracles(edits):  # the same special values, judged by each oracle's property
+                        searched += oracles.cases_for(config.oracles, unit, variant, index, edits)
+                searched += oracles.cases_for(config.sampled, unit, variant, index)  # a catalog run's sample of these oracles
         yield from _run_search(unit, config, searched, skip, only, oracles)
 
 

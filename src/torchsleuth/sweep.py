@@ -194,8 +194,8 @@ def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), ora
 
     Deep (a run pointed at a few ops): every sample, the cheap oracles, every search the config names with no budget,
     the dtypes the ops do not declare probed.
-    Catalog: the config's samples, no oracle but those asked for, the searches within ``CATALOG_BUDGET`` cases per op
-    and dtype.
+    Catalog: the config's samples, no oracle but those asked for, the searches and the cases of the sampled oracles
+    (``Oracle.sampled``) within ``CATALOG_BUDGET`` cases per op and dtype.
     """
     changes: dict = {}
     if deep:
@@ -207,8 +207,11 @@ def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), ora
             changes["budget"], changes["budget_seconds"] = 0, 0.0
         if "probe_dtypes" not in given:
             changes["probe_dtypes"] = True
-    elif "budget" not in given and config.search:
-        changes["budget"] = CATALOG_BUDGET
+    else:
+        if "budget" not in given and (config.search or oracles.sampled()):
+            changes["budget"] = CATALOG_BUDGET
+        if "oracles" not in given:  # the sampled oracles not asked for: a share of the budget
+            changes["sampled"] = tuple(o for o in oracles.sampled() if o not in config.oracles)
     return dataclasses.replace(config, **changes)
 
 

@@ -21,7 +21,14 @@ raise or give the right answer; ...). A plug-in is an ``Oracle`` record:
 * ``slower``: how many of the sweep's timeouts one of its cases may take;
 * ``option(text) -> str``: checks what a user gave for the oracle's option
   (``--large rows,index``) and returns it as carried in the config
-  (``"rows,index"``); raises ``UsageError`` with what is allowed.
+  (``"rows,index"``); raises ``UsageError`` with what is allowed;
+* ``on_values``: its cases are planned on the value search's edits too
+  (``run.search.values``: special values in the vector body and the scalar
+  tail of one tensor), each judged by the oracle's property with the edit
+  made, as well as on the sample as it is;
+* ``sampled``: a whole-catalog run that did not ask for it by name still
+  runs a sample of its cases: they join the searched cases, within the
+  sweep's budget (``SweepConfig.sampled``).
 
 A plug-in case is an ordinary ``Case`` with ``oracle`` set: its id carries the
 oracle (``...|s0|contiguous|@sizes``), so the shrinker and ``repro`` replay it
@@ -81,6 +88,8 @@ class Oracle:
     script: Callable[[Finding, str], str | None] | None = None
     slower: float = 1.0
     option: Callable[[str | None], str] | None = None
+    on_values: bool = False
+    sampled: bool = False
 
     def __post_init__(self):
         if self.cost not in COSTS:
@@ -142,13 +151,23 @@ class Registry:
     def of_cost(self, *costs: str) -> tuple[str, ...]:
         return tuple(name for name in self.names() if self.get(name).cost in costs)
 
-    def cases_for(self, oracles: tuple[str, ...], unit: Unit, variant: str, sample: int) -> list[Case]:
-        """The cases the selected oracles add for one sample and variant of ``unit``."""
+    def sampled(self) -> tuple[str, ...]:
+        """The oracles a whole-catalog run samples within its budget when not asked for by name."""
+        return tuple(name for name in self.names() if self.get(name).sampled)
+
+    def cases_for(self, oracles: tuple[str, ...], unit: Unit, variant: str, sample: int,
+                  edits: tuple[str, ...] = ()) -> list[Case]:
+        """The cases the selected oracles add for one sample and variant of ``unit`` (with ``edits`` made: only the
+        oracles that judge the value search's edits, ``Oracle.on_values``)."""
         cases = []
         for entry in oracles:
             _, _, option = entry.partition(":")  # "capability:default,avx2": the oracle's own option
-            for oracle in self.get(entry).plan(unit, variant, sample, option):
-                cases.append(Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=sample, oracle=oracle))
+            oracle = self.get(entry)
+            if edits and not oracle.on_values:
+                continue
+            for name in oracle.plan(unit, variant, sample, option):
+                cases.append(Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=sample,
+                                  edits=edits, oracle=name))
         return cases
 
     def slower(self, case_id: str) -> float:

@@ -311,5 +311,5 @@ def _report(ctx: Context, capability, mismatch: Mismatch, actual, expected, deta
                detail=f"expected: the result under {reference}; " + _compared(detail), data=encode_detail(detail))
 
 
-ORACLE = Oracle(name="capability", description=DESCRIPTION, cost="costly", plan=plan, run=run, script=script,
+ORACLE = Oracle(name="capability", description=DESCRIPTION, cost="costly", plan=plan, run=run, script=script, on_values=True,
                 option=lambda text: ",".join(resolve(text)))

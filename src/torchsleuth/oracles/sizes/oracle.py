@@ -128,4 +128,4 @@ def run(subject) -> Outcome:
         return Outcome(case=case, status="skip", reason=str(e))
 
 
-ORACLE = Oracle(name="sizes", description=DESCRIPTION, cost="cheap", plan=plan, run=run, script=script.script)
+ORACLE = Oracle(name="sizes", description=DESCRIPTION, cost="cheap", plan=plan, run=run, script=script.script, on_values=True)

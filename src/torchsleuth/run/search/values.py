@@ -123,6 +123,11 @@ def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
     return planned
 
 
+def judged_by_oracles(edits: tuple[str, ...]) -> bool:
+    """Whether a planned case is one of this search's: the oracles that judge values (``Oracle.on_values``) judge it too."""
+    return any(edit.startswith(VERB + ":") for edit in edits)
+
+
 def apply(sample, rest: str):
     """``sample`` with the edit ``special:REST`` made: tensor PATH holds the set's values in a cycle."""
     target, _, chosen = rest.rpartition("=")
