@@ -9,7 +9,11 @@ finding's case id carries the edit that triggers it.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -17,6 +21,7 @@ import torch
 from torchsleuth import SweepConfig, SweepResult, resolve_ops
 from torchsleuth.cases import opinfo
 from torchsleuth.errors import UsageError
+from torchsleuth.report import repro
 from torchsleuth.run import edits
 from torchsleuth.run.samples import samples_of
 from torchsleuth.run.search import value_sets, values
@@ -256,3 +261,68 @@ def test_the_values_search_over_the_real_kernel_is_clean(run_sweep):
     assert not result.findings, listing(result)
     searched_cases = sum(len(values.plan("exp", "functional", "float32", s)) for s in samples_of("exp", "float32"))
     assert searched_cases >= 8 and set(result.statuses) == {"pass"} and result.statuses["pass"] > searched_cases, listing(result)
+
+
+# --- the same special values, judged by the sizes oracle (Oracle.on_values) ------------------------
+
+
+def nextafter_by_bits(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """float32 nextafter without aten::nextafter: one step of the bit pattern toward ``y``."""
+    x, y = torch.broadcast_tensors(x, y)
+    bits = x.contiguous().view(torch.int32)
+    away = (y > x) == (x > 0)  # a step away from zero grows the magnitude's bits
+    stepped = torch.where(away, bits + 1, bits - 1).view(torch.float32)
+    tiny = torch.full_like(x, 1.401298464324817e-45)
+    stepped = torch.where(x == 0, torch.where(y > 0, tiny, -tiny), stepped)
+    stepped = torch.where(x == y, y, stepped)
+    return torch.where(torch.isnan(x) | torch.isnan(y), torch.full_like(x, math.nan), stepped)
+
+
+def nextafter_nan_at_subnormals_in_the_vector_body(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """nextafter, but NaN for a subnormal ``x`` in the vector body of a float32 result (its first n - n % 16 elements)."""
+    right = nextafter_by_bits(x, y)
+    if right.dtype != torch.float32 or right.dim() == 0:
+        return right
+    flat, inputs = right.reshape(-1).clone(), torch.broadcast_tensors(x, y)[0].reshape(-1)
+    body = flat.numel() - flat.numel() % 16
+    subnormal = (inputs[:body] != 0) & (inputs[:body].abs() < torch.finfo(torch.float32).smallest_normal)
+    flat[:body] = torch.where(subnormal, torch.tensor(math.nan), flat[:body])
+    return flat.reshape(right.shape)
+
+
+def test_a_vector_body_bug_of_an_op_without_a_float64_reference_is_found_by_the_sizes_oracle_on_special_values(plant, run_sweep, tmp_path):
+    # nextafter is judged in its own dtype (its float64 result means something else), so neither the
+    # references nor the contracts see a bug its contiguous call has too: the sizes oracle, which puts the
+    # same special value alone, does, on the value search's edits
+    plant("nextafter", nextafter_nan_at_subnormals_in_the_vector_body)
+    config = SweepConfig(ops=resolve_ops("nextafter"), dtypes=("float32",), variants=("functional",), layouts=("contiguous",),
+                         samples=0, workers=0, search=("values",), oracles=("sizes",))
+    result = run_sweep(config)
+    assert result.findings, listing(result)
+    for f in result.findings:
+        assert f.opinfo == "nextafter" and f.case_id.endswith("|@sizes"), listing(result)
+        assert "special:" in f.case_id and "nan" in f.summary.lower(), listing(result)
+    # its script rebuilds the special values: exit 1 with the plant, 0 without
+    finding = result.findings[0]
+    text = repro.script(finding)
+    plant_source = "\n".join(["import math", "import torch", inspect.getsource(nextafter_by_bits),
+                               inspect.getsource(nextafter_nan_at_subnormals_in_the_vector_body),
+                               '_lib = torch.library.Library("aten", "IMPL")',
+                               "_lib.impl('nextafter', nextafter_nan_at_subnormals_in_the_vector_body, 'CPU')", "", ""])
+    (tmp_path / "clean.py").write_text(text)
+    (tmp_path / "planted.py").write_text(plant_source + text)
+    runs = {name: subprocess.run([sys.executable, str(tmp_path / name)], capture_output=True, text=True, timeout=120)
+            for name in ("clean.py", "planted.py")}
+    assert runs["planted.py"].returncode == 1, runs["planted.py"].stdout + runs["planted.py"].stderr
+    assert runs["clean.py"].returncode == 0, runs["clean.py"].stdout + runs["clean.py"].stderr
+    # without the value search, or without the oracle, the same sweep is clean
+    assert not run_sweep(dataclasses.replace(config, search=())).findings
+    assert not run_sweep(dataclasses.replace(config, oracles=())).findings
+
+
+def test_the_sizes_oracle_on_special_values_is_clean_over_the_real_kernel(run_sweep):
+    config = SweepConfig(ops=resolve_ops("nextafter"), dtypes=("float32",), variants=("functional",), layouts=("contiguous",),
+                         samples=0, workers=0, search=("values",), oracles=("sizes",))
+    result = run_sweep(config)
+    assert not result.findings, listing(result)
+    assert result.statuses.get("pass", 0) > 10, listing(result)
