@@ -372,6 +372,8 @@ def shows_property(property_class: str, out: torch.Tensor) -> bool:
         "strides": not out.is_contiguous() or any(st != c for s, st, c in zip(out.shape, out.stride(), layouts.contiguous_strides(out.shape)) if s == 1),
         "offset": out.is_contiguous() and out.storage_offset() != 0,
         "strides+offset": not out.is_contiguous() and out.storage_offset() != 0,
+        "stride 0+strides": any(st == 0 and s > 1 for s, st in zip(out.shape, out.stride()))
+        and any(st == layouts.SIZE1_STRIDE and s == 1 for s, st in zip(out.shape, out.stride())),
         "stride 0": any(st == 0 and s > 1 for s, st in zip(out.shape, out.stride())),
         "empty": out.numel() == 0,
     }[property_class]
@@ -494,3 +496,45 @@ def test_a_bug_that_needs_strided_and_offset_at_once_is_found_and_both_are_named
     plain = run_sweep(SweepConfig(ops=resolve_ops("neg"), dtypes=("float32",), variants=("functional",), workers=0,
                                   layouts=("contiguous", "strided", "offset")))
     assert not plain.findings and plain.statuses.get("pass", 0) >= 3  # contiguous, strided, at an offset
+
+
+COMBINED = [layout.name for layout in layouts.ALL if layout.parts]
+
+
+def test_the_combined_layouts_name_their_parts():
+    assert COMBINED == ["strided_offset", "transposed_offset", "channels_last_offset", "expanded_size1"]
+    assert layouts.parts_of("transposed_offset") == ("transposed", "offset")
+    # a simple layout is its own one part (what the shrinker's cost counts), and so is a name of no layout here
+    assert layouts.parts_of("transposed") == ("transposed",) and layouts.parts_of("sliced") == ("sliced",)
+
+
+@pytest.mark.parametrize("layout", COMBINED)
+def test_a_combined_layout_is_its_parts_at_once(layout):
+    record = layouts.by_name(layout)
+    parts = [layouts.by_name(name) for name in record.parts]  # each part is a layout of the table
+    assert len(parts) == 2 and all(not part.parts for part in parts) and layouts.CONTIGUOUS not in record.parts
+    # the flags are the parts': read-only, value-changing or joint-only if any part is
+    assert record.read_only == any(part.read_only for part in parts)
+    assert record.value_changing == any(part.value_changing for part in parts)
+    assert record.joint_only == any(part.joint_only for part in parts)
+    # its property class names both (grouping keys on it; a summary says each)
+    assert record.property == "+".join(part.property for part in parts)
+    tried = 0
+    for shape in SHAPES:
+        t = sample(shape, torch.float32)
+        for written in (False, True):
+            # wherever it fits, each part fits alone: the shrinker may always try a part in its place
+            if layouts.applies(layout, t, written=written):
+                assert all(layouts.applies(part.name, t, written=written) for part in parts), (shape, written)
+        if not layouts.applies(layout, t):
+            continue
+        tried += 1
+        out, alone = layouts.apply(layout, t), [layouts.apply(part.name, t) for part in parts]
+        where = f"{layout} of {shape}"
+        # each dim's stride and the storage offset come from one of its parts, and it is neither part alone
+        assert all(st in {a.stride()[d] for a in alone} for d, st in enumerate(out.stride())), where
+        assert out.storage_offset() == max(a.storage_offset() for a in alone), where
+        assert all((out.stride(), out.storage_offset()) != (a.stride(), a.storage_offset()) for a in alone), where
+        # the values are those of its value-changing part, if it has one
+        assert torch.equal(out, next((a for a, part in zip(alone, parts) if part.value_changing), t)), where
+    assert tried >= 3, f"{layout}: too few shapes apply"

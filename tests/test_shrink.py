@@ -9,7 +9,7 @@ import torch
 from torchsleuth import SweepConfig, resolve_ops
 from torchsleuth.cases.records import Case
 from torchsleuth.engine import run_case
-from torchsleuth.shrink.shrinker import cost, shrink
+from torchsleuth.shrink.shrinker import candidates, cost, shrink
 
 
 def config(ops: str, **extra) -> SweepConfig:
@@ -105,3 +105,73 @@ def test_edits_round_trip_through_the_case_id():
     assert Case.parse(case.id) == case
     plain = Case(op="addcmul", variant="inplace", dtype="float32", device="cpu", sample=8)
     assert Case.parse(plain.id) == plain and "|" not in plain.id.split("|s8|")[1]
+
+
+# --- combined layouts shrink to their parts ------------------------------------------
+
+
+def neg_config(layouts: tuple[str, ...]) -> SweepConfig:
+    return SweepConfig(ops=resolve_ops("neg"), dtypes=("float32",), variants=("functional",), layouts=layouts, samples=3, workers=0)
+
+
+def neg_wrong_when(condition):
+    """A ``neg`` whose result is off by one when ``condition(input)`` holds."""
+
+    def neg(x):
+        out = torch.empty(x.shape, dtype=x.dtype)
+        torch.ops.aten.neg.out(x, out=out)
+        return out + 1 if condition(x) else out
+
+    return neg
+
+
+def transposed(x) -> bool:
+    """The last two dims swapped in memory, wherever the view starts."""
+    return x.dim() >= 2 and x.shape[-1] > 1 and x.shape[-2] > 1 and x.stride(-2) < x.stride(-1)
+
+
+def test_a_combined_layout_costs_its_parts_and_is_replaced_by_each():
+    def case(*layouts):
+        return Case(op="neg", variant="functional", dtype="float32", device="cpu", sample=0, layouts=layouts)
+
+    pair, part, other = case(("input", "transposed_offset")), case(("input", "transposed")), case(("input", "offset"))
+    assert cost(case()) < cost(part) == cost(other) < cost(pair)
+    moved = {c.layouts for c in candidates(pair) if not c.edits and c.sample == 0 and c.dtype == "float32"}
+    assert {(), part.layouts, other.layouts} <= moved
+    assert {c.layouts for c in candidates(part)} <= {(), part.layouts}  # a simple layout has no parts to try
+
+
+def test_a_bug_of_one_part_found_under_the_combination_shrinks_to_that_part_and_joins_its_group(plant, run_sweep):
+    plant("neg", neg_wrong_when(transposed))
+    result = run_sweep(neg_config(("contiguous", "transposed", "transposed_offset", "offset")))
+    found_under = {layout for f in result.findings for _, layout in f.layouts}
+    assert found_under == {"transposed", "transposed_offset"}, found_under
+    for finding in result.findings:
+        shrunk = result.shrunk[finding.id]
+        assert shrunk.status == "shrunk" and Case.parse(shrunk.case_id).layouts == (("input", "transposed"),), shrunk
+    # one bug, one group: the one of transposed input, not a new one of transposed input at an offset
+    assert len(result.groups) == 1, [g.summary for g in result.groups]
+    summary = result.groups[0].summary
+    assert "non-contiguous input" in summary and "offset" not in summary, summary
+    assert len(result.groups[0].findings) == len(result.findings)
+
+
+def test_a_bug_of_the_pair_alone_keeps_the_combined_layout_and_names_both(plant, run_sweep):
+    plant("neg", neg_wrong_when(lambda x: not x.is_contiguous() and x.storage_offset() > 0))
+    result = run_sweep(neg_config(("contiguous", "transposed", "strided", "offset", "transposed_offset", "strided_offset")))
+    found_under = {layout for f in result.findings for _, layout in f.layouts}
+    assert found_under == {"transposed_offset", "strided_offset"}, found_under
+    for finding in result.findings:
+        shrunk = result.shrunk[finding.id]
+        assert shrunk.status == "shrunk", shrunk
+        assert Case.parse(shrunk.case_id).layouts in ((("input", "transposed_offset"),), (("input", "strided_offset"),)), shrunk
+    assert len(result.groups) == 1, [g.summary for g in result.groups]
+    group = result.groups[0]
+    assert "non-contiguous+offset input" in group.summary, group.summary
+    assert "at a storage offset" in group.diagnosis and ("transposed" in group.diagnosis or "strided" in group.diagnosis), group.diagnosis
+
+
+def test_a_clean_op_under_combined_layouts_stays_clean(run_sweep):
+    result = run_sweep(neg_config(("contiguous", "transposed", "offset", "transposed_offset", "strided_offset")))
+    assert not result.findings and not result.shrunk and not result.groups
+    assert result.statuses.get("pass", 0) >= 5

@@ -22,7 +22,10 @@ from the start of its storage. A layout names one property, so that a
 failure can be pinned on it, except the combined ones, which name two: real
 views combine them (``x[1:, ::2]`` is strided at an offset), and a kernel
 can get the pair wrong while each alone is fine; a diagnosis then names
-both.
+both. A combined layout's record lists its ``parts`` (the simple layouts it
+combines) and its property class is theirs joined by ``+``: the shrinker
+tries each part alone, so a bug one part already triggers is reported (and
+grouped) as that part's, and only a bug of the pair keeps the pair.
 
 The two transforms that change values: ``expanded`` repeats the first slice
 along its first non-trivial dim with stride 0 (inputs only: PyTorch refuses
@@ -62,7 +65,8 @@ class Layout:
     # The tensor (any layout) re-laid-out, in a fresh poisoned storage.
     lay_out: Callable[[torch.Tensor], torch.Tensor]
     # What it gives an argument, for grouping findings (report.groups):
-    # layouts of one class usually reach the same wrong code path.
+    # layouts of one class usually reach the same wrong code path. A combined
+    # layout's is its parts' classes joined by "+".
     property: str
     # What it says about an argument in a diagnosis, after "when self is".
     phrase: str
@@ -74,6 +78,11 @@ class Layout:
     # Given to every tensor argument together, never one at a time: changing
     # one argument's shape alone would only break broadcasting.
     joint_only: bool = False
+    # A combined layout: the simple layouts whose properties it has at once,
+    # each a layout of the table that fits wherever it does (the shrinker
+    # tries each alone, so a bug one of them triggers is reported as that
+    # one's). Empty for a simple layout.
+    parts: tuple[str, ...] = ()
 
 
 def poison(dtype: torch.dtype):
@@ -227,17 +236,20 @@ ALL: tuple[Layout, ...] = (
     # each of their properties alone is fine in many kernels that get the pair wrong
     Layout(name="strided_offset", description=f"strided (step 2, gaps poisoned) at storage offset {OFFSET}, like x[1:, ::2]",
            fits=lambda shape: math.prod(shape) > 1, lay_out=geometric(_gapped_strides, offset=OFFSET),
-           property="strides+offset", phrase="strided (gaps between elements) at a storage offset"),
+           property="strides+offset", phrase="strided (gaps between elements) at a storage offset",
+           parts=("strided", "offset")),
     Layout(name="transposed_offset", description=f"last two dims swapped in memory, at storage offset {OFFSET}",
            fits=lambda shape: len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1,
-           lay_out=geometric(_transposed_strides, offset=OFFSET), property="strides+offset", phrase="transposed at a storage offset"),
+           lay_out=geometric(_transposed_strides, offset=OFFSET), property="strides+offset", phrase="transposed at a storage offset",
+           parts=("transposed", "offset")),
     Layout(name="channels_last_offset", description=f"NHWC memory order (4-D) at storage offset {OFFSET}",
            fits=lambda shape: len(shape) == 4 and not _orders_agree(shape, [0, 2, 3, 1]),
            lay_out=geometric(lambda shape: _ordered_strides(shape, [0, 2, 3, 1]), offset=OFFSET),
-           property="strides+offset", phrase="channels_last at a storage offset"),
+           property="strides+offset", phrase="channels_last at a storage offset", parts=("channels_last", "offset")),
     Layout(name="expanded_size1", description=f"expanded (stride 0) with stride {SIZE1_STRIDE} on its size-1 dims (inputs only)",
            fits=lambda shape: any(s > 1 for s in shape) and any(s == 1 for s in shape), lay_out=_expand_size1,
-           property="stride 0", phrase="expanded (stride 0) with unusual strides on size-1 dims", read_only=True, value_changing=True),
+           property="stride 0+strides", phrase="expanded (stride 0) with unusual strides on size-1 dims", read_only=True, value_changing=True,
+           parts=("expanded", "size1_strides")),
     Layout(name="empty", description="leading dim set to 0 (every tensor argument at once)",
            fits=lambda shape: len(shape) >= 1, lay_out=_empty, property="empty", phrase="empty",
            value_changing=True, joint_only=True),
@@ -248,6 +260,12 @@ def find(name: str) -> Layout | None:
     """The layout called ``name``; None for a name of no layout here (an optimizer's, a placement)."""
     # ALL is read on every call, not indexed once: a layout added to it is found at once.
     return next((layout for layout in ALL if layout.name == name), None)
+
+
+def parts_of(name: str) -> tuple[str, ...]:
+    """The simple layouts ``name`` combines; a simple layout (or a name of no layout here) is its own one part."""
+    record = find(name)
+    return record.parts if record is not None and record.parts else (name,)
 
 
 def by_name(name: str) -> Layout:

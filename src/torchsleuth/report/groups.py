@@ -9,7 +9,11 @@ only the non-contiguous arguments the failure needs: so a dropped write on
 a transposed ``self`` and one on a strided ``self`` with transposed
 ``tensor1`` are one group ("self's strides"), while
 the same op at a storage offset is another (a fix for one rarely fixes the
-other). A finding that was not shrunk is keyed by every layout of its case.
+other). A combined layout's class is its parts' joined by ``+``
+(``strides+offset``); the shrinker replaces it by a part alone whenever that
+part fails alone too, so a combined-layout finding lands in the group of the
+part it shrank to, and only a failure that needs the pair keeps a group of
+its own. A finding that was not shrunk is keyed by every layout of its case.
 dtype and sample are left out of the key: one kernel bug usually shows in
 every dtype it handles. A deeper oracle's case adds its form to the key
 (``alias:out-overlaps-input``, ``large:2^32``): another aliasing is another
@@ -116,10 +120,15 @@ def split(findings: Iterable[Finding], shrunk: Mapping[str, Shrunk]) -> tuple[li
     return reported, flaky
 
 
+def _class_words(property_class: str) -> str:
+    """A property class in a summary's words; a combined layout's (``strides+offset``) names each of its classes."""
+    return "+".join(_CLASS_WORDS.get(c, c) for c in property_class.split("+"))
+
+
 def _summary(k: tuple, found: list[Finding]) -> str:
     _, variant, kind, reference, trigger, *form = k
     name = found[0].name
-    where = " and ".join(f"{_CLASS_WORDS.get(c, c)} {path}" for path, c in trigger) if trigger else "contiguous arguments"
+    where = " and ".join(f"{_class_words(c)} {path}" for path, c in trigger) if trigger else "contiguous arguments"
     dtypes = ", ".join(sorted({f.dtype for f in found}))
     devices = ", ".join(sorted({f.device for f in found}))
     count = f"{len(found)} finding{'s' if len(found) != 1 else ''}"

@@ -4,7 +4,9 @@ Design note. One definition of "simpler" drives every move: ``cost(case)``,
 compared as a tuple, smallest first,
 
 1. the elements of the sample's tensors (smaller shapes),
-2. the arguments not contiguous (fewer non-default layouts),
+2. the layout properties of the arguments not contiguous: one per
+   argument, a combined layout (``transposed_offset``) its number of parts,
+   since two properties at once are less simple than either alone,
 3. the dtype's place in ``DTYPE_ORDER`` (float32 first: what a bug report
    would use),
 4. how plain the values are (zeros < ones < the small integers -2..2 <
@@ -12,7 +14,11 @@ compared as a tuple, smallest first,
 
 A candidate is a case one move away: another, smaller sample of the op; one
 dimension size narrowed (to 1, 2, or half) in every tensor at once; one
-argument made contiguous; a simpler dtype; one tensor's values made plain.
+argument made contiguous, or its combined layout replaced by one of its parts
+(so a bug that ``transposed`` alone triggers, found under
+``transposed_offset``, is reported, and grouped, as the ``transposed`` bug it
+is; only a bug that needs the pair keeps it); a simpler dtype; one tensor's
+values made plain.
 Moves are tried cheapest-to-check first and a candidate is taken only if it
 costs less and still fails, meaning its outcome holds a finding of the same
 kind against the same reference in the same aten op. After each success the moves start again
@@ -81,7 +87,8 @@ def matching(outcome: Outcome, finding: Finding) -> Finding | None:
 def cost(case: Case) -> tuple[int, int, int, int]:
     """How complicated a case is (see the design note); smaller is simpler."""
     sample = _sample(case)
-    return (edits.elements(sample), len(case.layouts), _dtype_rank(case.dtype), _value_cost(case, sample))
+    properties = sum(len(layout_rules.parts_of(layout)) for _, layout in case.layouts)
+    return (edits.elements(sample), properties, _dtype_rank(case.dtype), _value_cost(case, sample))
 
 
 class DeviceLost(Exception):
@@ -168,6 +175,10 @@ def candidates(case: Case) -> Iterator[Case]:
                 yield dataclasses.replace(case, edits=case.edits + (edits.size(size, new),))
     for i in range(len(case.layouts)):
         yield dataclasses.replace(case, layouts=case.layouts[:i] + case.layouts[i + 1:])
+    for i, (path, layout) in enumerate(case.layouts):
+        for part in layout_rules.parts_of(layout):
+            if part != layout:
+                yield dataclasses.replace(case, layouts=case.layouts[:i] + ((path, part),) + case.layouts[i + 1:])
     entry = opinfo.get(case.op)
     supported = {str(d).removeprefix("torch.") for d in opinfo.dtypes(entry, torch.device(case.device).type, backward=case.variant == "backward")}
     for dtype in DTYPE_ORDER[: _dtype_rank(case.dtype)]:
