@@ -5,14 +5,17 @@ tests move them down to 2^16 and 2^17 (``bounds.BOUNDS``), which exercises
 the same tiling, positions and judging, and plant a kernel whose offsets
 wrap at the lower one: past it, each element is read from the element
 2^16 before (``neg``; ``index_select`` and ``index_copy_`` for the indexing
-probes). The rows probes (65535 to 65537 rows) are small enough to run for
-real, against a ``_softmax`` that never computes the rows past 65535. The
-real sizes ran on an H200 and are recorded in bench/.
+probes; ``arange`` and ``eye`` for the creation probes, whose index past
+2^16 wraps to a negative one). The rows probes (65535 to 65537 rows) are
+small enough to run for real, against a ``_softmax`` that never computes
+the rows past 65535. The real sizes ran on an H200 and are recorded in
+bench/.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import subprocess
 import sys
 
@@ -20,7 +23,7 @@ import pytest
 import torch
 
 from torchsleuth import SweepConfig, resolve_ops
-from torchsleuth.oracles.large import bounds
+from torchsleuth.oracles.large import bounds, creation
 from torchsleuth.oracles.large import index as large_index
 from torchsleuth.oracles.large import oracle as large
 from torchsleuth.oracles.large import stretched
@@ -84,7 +87,7 @@ def test_the_probes_are_planned_once_per_op_and_dtype_for_pointwise_functional_c
     assert large.plan(Unit(op="index_select", dtype="float32", device="cpu"), "functional", 0, "index") == index
     assert large.plan(Unit(op="index_add", dtype="int8", device="cpu"), "functional", 0, "index") == index[:2]  # bytes = elements
     assert large.plan(Unit(op="take", dtype="bool", device="cpu"), "functional", 0, "index") == []  # two values: a misread may hold the right one
-    with pytest.raises(UsageError, match="known: elements, length, rows, index"):
+    with pytest.raises(UsageError, match="known: elements, length, rows, index, creation"):
         large.plan(unit, "functional", 0, "rows,columns")
 
 
@@ -420,3 +423,133 @@ def test_a_finding_without_its_record_gets_a_script_that_says_so():
                       summary="neg is wrong past 2^31 elements", mismatch=None, call=None, detail="2147487744 elements tiled from 7 values")
     text = repro.script(finding)
     assert "carries no record" in text and "sys.exit(2)" in text
+
+
+# --- creation: factories past the boundaries ------------------------------------------------------
+
+
+def arange_wrapping_past(start, end, step=1, *, out):
+    """arange whose index, past 2^16, wraps to a negative one (a signed 17-bit index): element i gets start + step * (i - 2^17)."""
+    n = math.ceil((float(end) - float(start)) / float(step))
+    i = torch.ones(n, dtype=torch.int64).cumsum(0) - 1  # not arange: that is this kernel
+    i = torch.where(i >= WRAP, i - 2 * WRAP, i)  # the bug
+    out.resize_(n).copy_(start + step * i)
+    return out
+
+
+def eye_wrapping_past(n, m, *, out):
+    """eye whose diagonal offsets past 2^16 wrap: their 1 lands 2^16 elements early, off the diagonal."""
+    out.resize_(n, m).zero_()
+    offset = (torch.ones(min(n, m), dtype=torch.int64).cumsum(0) - 1) * (m + 1)
+    out.view(-1)[torch.where(offset >= WRAP, offset - WRAP, offset)] = 1  # the bug
+    return out
+
+
+ARANGE_PLANT = f"""
+import math
+import warnings
+import torch
+
+_lib = torch.library.Library("aten", "IMPL")
+
+
+def _arange(start, end, step=1, *, out):
+    n = math.ceil((float(end) - float(start)) / float(step))
+    i = torch.ones(n, dtype=torch.int64).cumsum(0) - 1
+    i = torch.where(i >= {WRAP}, i - {2 * WRAP}, i)
+    out.resize_(n).copy_(start + step * i)
+    return out
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    _lib.impl("arange.start_out", _arange, "CPU")
+"""
+
+
+def test_the_creation_probes_are_planned_for_the_catalogs_creation_ops_in_the_dtypes_their_formula_holds():
+    from torchsleuth.cases.records import Unit
+
+    def planned(op, dtype):
+        return large.plan(Unit(op=op, dtype=dtype, device="cpu"), "functional", 0, "creation")
+
+    probes = ["large:creation=2^31", "large:creation=2^32", "large:creation=bytes"]
+    assert set(creation.FORMS) <= set(creation.catalog_ops())  # every form is a creation op of the catalog
+    assert {"arange", "linspace", "eye", "tril_indices", "full", "zeros_like", "randn", "empty"} <= set(creation.catalog_ops())
+    assert not {"to", "cat", "neg", "meshgrid.list_of_tensors"} & set(creation.catalog_ops())  # options, but a view; tensors in
+    assert planned("arange", "float32") == planned("arange", "int64") == planned("linspace", "complex64") == probes
+    assert planned("eye", "bool") == planned("full", "uint8") == probes[:2]  # bytes = elements
+    assert planned("arange", "int32") == planned("linspace", "int64") == []  # not every index's value fits: nothing to tell a wrap by
+    assert planned("randn", "float32") == planned("empty", "float32") == planned("zeros_like", "float32") == []  # no form
+    assert "large:creation=2^31" in large.plan(Unit(op="arange", dtype="float32", device="cpu"), "functional", 0)  # in every --large
+
+
+def test_an_arange_whose_index_wraps_is_found_naming_the_op_the_position_and_the_boundary(plant, run_sweep, small_bounds):
+    plant("arange.start_out", arange_wrapping_past)
+    result = run_sweep(config("arange", oracles=("large:creation",)))
+    found = {f.case_id.rsplit("@", 1)[1]: f for f in result.findings if f.kind == "large_size"}
+    assert set(found) == {"large:creation=2^31", "large:creation=2^32"}, result.reasons  # the bytes probe has 2^14 elements
+    f = found["large:creation=2^31"]
+    assert f.op == "aten.arange.start_step" and f.opinfo == "arange" and f.reference == "large" and f.mismatch.worst_index[0] >= WRAP
+    position = f.mismatch.worst_index[0]
+    assert f.summary.startswith("arange [float32] of 69632 elements") and "past 2^31 elements" in f.summary, f.summary
+    assert f"at element {position} where i.double() * S gives {float(position)}" in f.summary, f.summary
+    assert float(f.mismatch.actual) == position - 2 * WRAP and "past 2^32 elements" in found["large:creation=2^32"].summary
+
+
+def test_an_eye_whose_diagonal_wraps_is_found_on_the_diagonal_or_where_its_1_landed(plant, small_bounds):
+    from torchsleuth.cases.records import Case
+    from torchsleuth.engine import run_case
+
+    plant("eye.m_out", eye_wrapping_past)
+    outcome = run_case(Case(op="eye", variant="functional", dtype="bool", device="cpu", sample=0, oracle="large:creation=2^31"))
+    assert outcome.status == "finding", outcome.reason
+    f = outcome.findings[0]
+    row, column = divmod(f.mismatch.worst_index[0], 264)  # eye(264): 69696 elements
+    assert f.op == "aten.eye.default" and row == column and f.mismatch.worst_index[0] >= WRAP and f.mismatch.actual == "False", f.summary
+    assert f"(row {row}, column {column}) where i // K == i % K gives True" in f.summary, f.summary
+
+
+def test_real_factories_are_made_right_past_the_boundaries(small_bounds):
+    """Every form in the dtypes that tell its kernels apart (float16 linspace is left out: on the CPU it is wrong past 65520
+    elements, bench/deep-large.md)."""
+    from torchsleuth.cases import opinfo
+    from torchsleuth.cases.records import Case, Unit
+    from torchsleuth.engine import run_case
+
+    for op in creation.FORMS:
+        declared = {str(d).removeprefix("torch.") for d in opinfo.dtypes(opinfo.get(op), "cpu")}
+        for dtype in declared & {"float32", "bfloat16", "int64", "int32", "bool", "complex64"}:
+            for probe in large.plan(Unit(op=op, dtype=dtype, device="cpu"), "functional", 0, "creation")[:1]:
+                outcome = run_case(Case(op=op, variant="functional", dtype=dtype, device="cpu", sample=0, oracle=probe))
+                assert outcome.status == "pass" and "positions checked" in outcome.reason, (op, dtype, probe, outcome.reason,
+                                                                                            [f.summary for f in outcome.findings])
+
+
+def test_a_creation_probe_that_does_not_fit_in_memory_is_skipped_saying_how_much_it_needed(monkeypatch, run_sweep):
+    monkeypatch.setattr(bounds, "free_bytes", lambda device: 1 << 30)
+    result = run_sweep(config("eye", dtype="bool", oracles=("large:creation",)))
+    skipped = sum(count for reason, count in result.reasons.get("skip", {}).items() if "GiB" in reason and "free on cpu" in reason)
+    assert not result.findings and skipped == 2, result.reasons
+
+
+def test_an_unknown_large_form_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    from torchsleuth.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["ops", "--ops", "arange", "--large", "nonsense"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown --large form 'nonsense'; known: elements, length, rows, index, creation" in err[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_repro_of_a_creation_finding_exits_1_with_the_plant_and_0_without(plant, tmp_path, small_bounds):
+    from torchsleuth.cases.records import Case
+    from torchsleuth.engine import run_case
+
+    plant("arange.start_out", arange_wrapping_past)
+    outcome = run_case(Case(op="arange", variant="functional", dtype="float32", device="cpu", sample=0, oracle="large:creation=2^31"))
+    assert outcome.findings, outcome.reason
+    text = repro.script(outcome.findings[0])
+    assert text == repro.script(dataclasses.replace(outcome.findings[0], detail=""))  # the record, not the prose
+    assert_repro(tmp_path, text, ARANGE_PLANT)

@@ -105,7 +105,9 @@ def add_parser(commands) -> None:
     p.add_argument("--large", nargs="?", const="all", metavar="FORMS",
                    help="also run the large oracle: pointwise ops (elements) and gathers and scatters (index) past 2^31 "
                         "and 2^32 elements and 2^31 bytes, reductions over 32767..65537 elements (length), other ops "
-                        "over 65535..65537 rows (rows); FORMS picks among elements, length, rows, index (default all); "
+                        "over 65535..65537 rows (rows), factories (arange, linspace, full, eye, ...) making past 2^31 and 2^32 "
+                        "elements, checked against the value the index gives (creation); FORMS picks among elements, "
+                        "length, rows, index, creation (default all); "
                         "each big probe first checks the device has the memory, else it is skipped saying how much it needs")
     p.add_argument("--list", action="store_true", help="list the ops that --ops selects, with variants and dtypes, and exit")
     p.add_argument("--no-shrink", action="store_true",

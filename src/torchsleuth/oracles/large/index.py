@@ -153,7 +153,7 @@ def tiled(n: int, table: torch.Tensor) -> torch.Tensor:
     return big
 
 
-def _wraps(n: int, itemsize: int) -> list[int]:
+def wraps(n: int, itemsize: int) -> list[int]:
     """Where an offset of a tensor of n elements wraps, in elements: the element boundaries and the byte ones."""
     found = set(bounds.BOUNDS) | {b // itemsize for b in bounds.BOUNDS}
     return sorted(w for w in found if 0 < w < n)
@@ -162,7 +162,7 @@ def _wraps(n: int, itemsize: int) -> list[int]:
 def positions(n: int, itemsize: int) -> torch.Tensor:
     """The oracle's positions: large's (ends, element boundaries, draws) and both sides of each byte boundary."""
     marks = set(bounds.positions(n).tolist())
-    for w in _wraps(n, itemsize):
+    for w in wraps(n, itemsize):
         marks |= {w - 2, w - 1, w, w + 1}
     return torch.tensor(sorted(m for m in marks if 0 <= m < n), dtype=torch.int64)
 
@@ -170,14 +170,14 @@ def positions(n: int, itemsize: int) -> torch.Tensor:
 def shadows(at: torch.Tensor, n: int, itemsize: int) -> torch.Tensor:
     """The positions a wrapped offset of a position in ``at`` reaches instead (one boundary away), not in ``at``."""
     indexed = set(at.tolist())
-    found = {p + s * w for p in indexed for w in _wraps(n, itemsize) for s in (-1, 1)}
+    found = {p + s * w for p in indexed for w in wraps(n, itemsize) for s in (-1, 1)}
     return torch.tensor(sorted(q for q in found if 0 <= q < n and q not in indexed), dtype=torch.int64)
 
 
 def _finding(case, form: Form, name: str, n: int, d: int, at, checked, actual, expected, wrong):
     """The finding of the first wrong element past a boundary (else the first); a scatter's ``checked`` starts with ``at``."""
     bad = wrong.nonzero().reshape(-1)
-    past = bad[checked[bad] >= min(_wraps(n, actual.element_size()), default=0)]
+    past = bad[checked[bad] >= min(wraps(n, actual.element_size()), default=0)]
     first = int(past[0] if len(past) else bad[0])
     position = int(checked[first])
     a, e = repr(actual[first].item()), repr(expected[first].item())

@@ -76,6 +76,12 @@ Indexing (``large:index=2^31``, ``=2^32``, ``=bytes``): gathers and scatters
 whose source or destination tensor is past a boundary, the indices on both
 sides of it; large/index.py has its design note.
 
+Creation (``large:creation=2^31``, ``=2^32``, ``=bytes``): the catalog's
+factories (arange, linspace, logspace, full, ones, zeros, eye,
+tril/triu_indices, the ``_like`` and ``new_`` ones, randint) made just past
+a boundary, each position read checked against the value the formula gives
+at that index; large/creation.py has its design note.
+
 Memory. A probe needs its tiled arguments and its result in memory at
 once; before the call the oracle asks the device what is free (the CPU's
 MemAvailable, CUDA's free memory) and skips the probe, saying how much it
@@ -83,13 +89,14 @@ needed, when the estimate (with half again for temporaries) does not fit.
 The oracle runs only when asked (``torchsleuth ops --large``): a probe of
 2^31 float32 elements moves 16 GiB. Named with an option in
 ``SweepConfig.oracles`` (``"large:rows"``, ``"large:rows,index"``), it
-plans only those of its forms (``FORMS``: elements, length, rows, index).
+plans only those of its forms (``FORMS``: elements, length, rows, index, creation).
 
 Where it is. This module plans a unit's probes and hands each case to its
 form: large.elements (the element probes), large.stretched (lengths and
-rows), large.index (indexing); large.bounds holds the boundaries, the
-positions read and the memory check they share, and large.script writes a
-finding's repro script from its ``Detail`` (large.detail).
+rows), large.index (indexing), large.creation (factories); large.bounds
+holds the boundaries, the positions read and the memory check they share,
+and large.script writes a finding's repro script from its ``Detail``
+(large.detail).
 """
 
 from __future__ import annotations
@@ -101,18 +108,18 @@ from ...errors import UsageError
 from ...judge.plugin import Oracle
 from ...judge.records import Outcome
 from ...run.opclass import classes, may_be_pointwise_or_reduction
-from . import bounds, elements, index, script, stretched
+from . import bounds, creation, elements, index, script, stretched
 
-DESCRIPTION = ("elements past 2^31 and 2^32 (and 2^31 bytes) get what small tensors get (pointwise ops), and are gathered "
-               "and scattered right (indexing ops); reductions over 32768 and 65536 elements and ops over 65536 rows are "
-               "right (--large)")
+DESCRIPTION = ("elements past 2^31 and 2^32 (and 2^31 bytes) get what small tensors get (pointwise ops), are gathered "
+               "and scattered right (indexing ops) and made right (creation ops); reductions over 32768 and 65536 elements "
+               "and ops over 65536 rows are right (--large)")
 
 # A case of this oracle may take this many of the sweep's --timeout: it moves gigabytes, or makes 65536
 # rows of a batched linalg op (on the H200, linalg.eig and ldl_factor over 65535 matrices passed 60 s).
 SLOWER = 5
 _PROBED = frozenset({"UnaryUfuncInfo", "BinaryUfuncInfo", "ReductionOpInfo"})  # ops that have probes of their own
-# The probe forms, for the oracle's option (``large:rows``): pointwise elements, reduction lengths, rows, indexing.
-FORMS = ("elements", "length", "rows", "index")
+# The probe forms, for the oracle's option (``large:rows``): pointwise elements, reduction lengths, rows, indexing, creation.
+FORMS = ("elements", "length", "rows", "index", "creation")
 
 
 def chosen_forms(text: str, what: str = "large probe form") -> tuple[str, ...]:
@@ -138,7 +145,8 @@ def plan(unit, variant: str, sample: int, forms: str = "") -> list[str]:
         planned += [f"large:{name}" for name in bounds.PROBES if not (name == "bytes" and itemsize == 1)]
     if not op_classes & _PROBED and "rows" in chosen:
         planned += [f"large:rows={n}" for n in stretched.ROW_COUNTS]
-    return planned + (index.plan(unit) if "index" in chosen else [])
+    planned += index.plan(unit) if "index" in chosen else []
+    return planned + (creation.plan(unit) if "creation" in chosen else [])
 
 
 def run(subject) -> Outcome:
@@ -151,6 +159,8 @@ def run(subject) -> Outcome:
         return stretched.rows(case, subject, int(case.oracle.split("=", 1)[1]))
     if case.oracle.startswith("large:index="):
         return index.run(subject)
+    if case.oracle.startswith("large:creation="):
+        return creation.run(subject)
     return elements.run(subject)
 
 

@@ -9,7 +9,10 @@ call once and the short call once, and compares the positions read. An
 index probe's script needs no sample: it makes the tiled tensor
 (large.index's ``tiled``, copied in), runs the probe's call as the oracle's
 ``FORMS`` writes it, and checks the positions indexed and, for a scatter,
-their shadows against the formula. Everything either script needs of the
+their shadows against the formula. A creation probe's script likewise makes
+the factory's call as large.creation's ``FORMS`` writes it and checks the
+positions read against the form's formula, with creation's own ``wrong``
+(and ``triangle``, ``dirty``) copied in. Everything a script needs of the
 finding is its ``Detail`` (large.detail, read back from ``Finding.data``).
 A stretched case's finding is the judge's own: the generic script.
 """
@@ -22,7 +25,7 @@ from ...judge import elementwise
 from ...judge.plugin import decode_detail
 from ...judge.records import Finding
 from ...scripts import parts
-from . import index
+from . import creation, index
 from .detail import Detail
 
 # Each main ends where parts.verdict takes over: exit 1 while ``wrong`` holds anything.
@@ -80,6 +83,27 @@ def main():
         print(f"{len(wrong)} of {len(checked)} elements checked are wrong")
 '''
 
+_CREATION = '''
+
+def main():
+    print(f"torchsleuth repro: a tensor of {N} elements made by a factory must hold what its formula gives at each index")
+    print("call:", CALL)
+    t = $BEFORE  # a template or out= buffer, made first
+    dirty(N * DTYPE.itemsize, DEVICE)
+    result = $CALL
+    del t
+    i = torch.tensor(POSITIONS)
+    actual = result.reshape(-1)[i.to(result.device)].cpu()
+    del result
+    expected = $EXPECTED  # from the index i alone
+    bad = wrong(actual, expected, DTYPE, ATOL, RTOL).nonzero().reshape(-1).tolist()
+    for j in bad[:5]:
+        want = f"in [{expected[0]}, {expected[1]})" if isinstance(expected, tuple) else repr(expected[j].item())
+        print(f"    element {POSITIONS[j]}: {actual[j].item()!r} here, {want} expected")
+    if bad:
+        print(f"{len(bad)} of {len(POSITIONS)} elements read are wrong")
+'''
+
 
 def script(finding: Finding, torch_version: str) -> str | None:
     """The finding's standalone script; None for a stretched case's finding (the generic script applies)."""
@@ -95,6 +119,8 @@ def script(finding: Finding, torch_version: str) -> str | None:
         return parts.no_record(finding, torch_version, "the probe's tensor and positions")
     if detail.probe == "index":
         return _index(finding, detail, torch_version)
+    if detail.probe == "creation":
+        return _creation(finding, detail, torch_version)
     call = parts.writable_call(finding)
     if call is None:
         return None  # the generic script says why there is none
@@ -132,5 +158,30 @@ def _index(finding: Finding, detail: Detail, torch_version: str) -> str:
         inspect.getsource(index.tiled).rstrip("\n"),
         _INDEX.replace("$CALL", form.call).replace("$WRITTEN", form.written).replace("$READ", form.read).rstrip("\n"),
         *parts.verdict("wrong", "every element checked is right"),
+    ]
+    return "\n".join(lines + parts.footer())
+
+
+def _creation(finding: Finding, detail: Detail, torch_version: str) -> str:
+    """A creation probe's script: the same factory call and positions; the form's formula as the reference."""
+    form = creation.FORMS[finding.opinfo]
+    m = finding.mismatch
+    lines = parts.header(finding, None, torch_version)
+    lines += [
+        "import sys", "import traceback", "", "import torch", "",
+        f"SUMMARY = {parts.one_line(finding.summary)!r}",
+        f"CALL = {form.call!r}",
+        f"DTYPE = torch.{finding.dtype}",
+        f"DEVICE = {finding.device!r}",
+        f"N = {detail.elements}  # elements the call makes",
+        f"K = {detail.size}  # an identity's or triangle's size",
+        f"S = {int(detail.step) if detail.step.is_integer() else detail.step!r}  # arange's step",
+        f"ATOL, RTOL = {m.atol if m else 0.0!r}, {m.rtol if m else 0.0!r}  # floating dtypes: the tolerance; others: exact",
+        f"POSITIONS = {list(detail.positions)!r}  # the elements read",
+        "", "",
+        *(inspect.getsource(f).rstrip("\n") + "\n\n" for f in (creation.dirty, creation.triangle)),
+        inspect.getsource(creation.wrong).rstrip("\n"),
+        _CREATION.replace("$BEFORE", form.before or "None").replace("$CALL", form.call).replace("$EXPECTED", form.expected).rstrip("\n"),
+        *parts.verdict("bad", "every element read holds what the formula gives"),
     ]
     return "\n".join(lines + parts.footer())
