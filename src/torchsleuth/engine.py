@@ -68,7 +68,8 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
                 yield from _run_sample(unit, config, entry, functions, variants, samples[index], index, override, skip, only, oracles)
             for variant in variants:
                 for edits in search.plan(config.search, unit.op, variant, unit.dtype, samples[index]):
-                    searched.append(Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, edits=edits))
+                    searched += [Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, layouts=laid, edits=edits)
+                                 for laid in search.laid_out(unit.op, edits, samples[index], config.layouts)]
                     if search.values.judged_by_oracles(edits):  # the same special values, judged by each oracle's property
                         searched += oracles.cases_for(config.oracles, unit, variant, index, edits)
                 searched += oracles.cases_for(config.sampled, unit, variant, index)  # a catalog run's sample of these oracles
@@ -225,7 +226,7 @@ def run_case(case: Case, oracles: Registry = BUILTIN) -> Outcome:
         if case.sample >= len(samples):
             return Outcome(case=case, status="skip", reason=f"{case.op} has {len(samples)} samples in {case.dtype}")
         try:
-            sample = edits.apply(samples[case.sample], case.edits)
+            sample = edits.apply(samples[case.sample], case.edits, op=case.op)
             return _run_case(case, entry, functions[case.variant], sample, _reference_maker(functions, sample, case.dtype),
                              opinfo.tolerance_override(entry, device_type, dtype), oracles)
         except Exception as e:

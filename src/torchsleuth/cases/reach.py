@@ -16,6 +16,10 @@ gives every variant of the case that overload (its in-place and out=
 overloads), so the case and its references call the same kernel, and the
 repro script calls ``torch.ops.aten.add.Scalar`` (``name_of``).
 
+An internal kernel the op dispatches to (``aten._softmax`` under ``F.softmax``)
+is reached the same way, by an edit ``internal:aten._softmax.default#0``: the
+case calls that overload with the arguments the op's trace gave it.
+
 A kernel registered only as CompositeImplicitAutograd decomposes before a
 dispatch mode sees it, so a trace never names it; only a direct call does.
 Everything here works on torch 2.4 through 2.14 (schemas, ``overloads()``,
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import torch
@@ -215,12 +220,20 @@ def sibling(name: str, variant: str) -> str | None:
 # --- calling an overload directly ----------------------------------------------------------
 
 
+# The edit verb of a direct call of an internal kernel the op's trace names (``run.search.internal``):
+# ``internal:aten._softmax.default#0``, or ``internal:aten._ctc_loss.default#0>0``, judged on output 0 alone.
+INTERNAL = "internal"
+
+
 def called(edits: tuple[str, ...]) -> str:
-    """The overload a case's edits call directly ("aten.add.Scalar" from ``scalar:args[0]@aten.add.Scalar``), or ""."""
+    """The overload a case's edits call directly ("aten.add.Scalar" from ``scalar:args[0]@aten.add.Scalar``,
+    "aten._softmax.default" from ``internal:aten._softmax.default#0``), or ""."""
     for edit in edits:
         verb, _, rest = edit.partition(":")
         if verb == "scalar" and "@" in rest:
             return rest.partition("@")[2]
+        if verb == INTERNAL:
+            return rest.partition("#")[0]
     return ""
 
 
@@ -239,11 +252,53 @@ def calls(entry, functions: dict[str, Callable], edits: tuple[str, ...]) -> dict
         target = sibling(name, "functional" if variant == "method" else variant)
         if target is not None:
             found_[variant] = overload(target)
-    return found_
+    kept = kept_outputs(edits)
+    return {variant: Outputs(overload=function, kept=kept) for variant, function in found_.items()} if kept else found_
+
+
+def kept_outputs(edits: tuple[str, ...]) -> tuple[int, ...]:
+    """The outputs a direct call of an internal kernel is judged on (``internal:...#K>0,2``); () for all of them.
+
+    The op's own call uses only some outputs of many internal kernels (``F.ctc_loss`` takes
+    ``_ctc_loss``'s loss and drops ``log_alpha``, partly uninitialized; ``F.embedding_bag``
+    drops the bags ``_embedding_bag_forward_only`` may leave empty): the others hold
+    nothing the op promises. A malformed list is left to the edit to refuse.
+    """
+    for edit in edits:
+        verb, _, rest = edit.partition(":")
+        if verb == INTERNAL:
+            listed = rest.partition("#")[2].partition(">")[2].split(",")
+            return tuple(int(i) for i in listed) if all(i.isdigit() for i in listed) else ()
+    return ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outputs:
+    """A directly called overload whose result is the outputs ``kept`` (by position) of the overload's."""
+
+    overload: Any
+    kept: tuple[int, ...]
+
+    def __call__(self, *args, **kwargs):
+        result = self.overload(*args, **kwargs)
+        return result[self.kept[0]] if len(self.kept) == 1 else tuple(result[i] for i in self.kept)
+
+    def __str__(self) -> str:
+        return str(self.overload)
 
 
 def name_of(function: Any) -> str:
-    """A repro script's name for a directly called overload ("torch.ops.aten.add.Scalar"); "" for anything else."""
+    """A repro script's name for a directly called overload ("torch.ops.aten.add.Scalar"); "" for anything else.
+
+    Some of its outputs (``Outputs``): a lambda that calls it and picks them, "(lambda *args, **kwargs:
+    torch.ops.aten._ctc_loss.default(*args, **kwargs)[0])".
+    """
+    if isinstance(function, Outputs) and isinstance(function.overload, torch._ops.OpOverload):
+        picked = f"[{function.kept[0]}]" if len(function.kept) == 1 else ""
+        called_ = f"torch.ops.{function.overload}(*args, **kwargs){picked}"
+        if not picked:
+            called_ = f"(lambda result: ({', '.join(f'result[{i}]' for i in function.kept)},))({called_})"
+        return f"(lambda *args, **kwargs: {called_})"
     return f"torch.ops.{function}" if isinstance(function, torch._ops.OpOverload) else ""
 
 

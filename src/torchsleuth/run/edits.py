@@ -45,8 +45,9 @@ def values(path: str, kind: str) -> str:
     return f"values:{path}={kind}"
 
 
-def apply(sample: Sample, edits: tuple[str, ...]) -> Sample:
-    """``sample`` with ``edits`` made, in order (the sample itself is not changed)."""
+def apply(sample: Sample, edits: tuple[str, ...], *, op: str = "") -> Sample:
+    """``sample`` with ``edits`` made, in order (the sample itself is not changed); ``op``, the case's op, for the
+    edits that re-trace its call (``internal:``)."""
     for edit in edits:
         verb, _, rest = edit.partition(":")
         if verb == "size":
@@ -62,7 +63,7 @@ def apply(sample: Sample, edits: tuple[str, ...]) -> Sample:
                 raise UsageError(f"unknown value edit {kind!r} in {edit!r}; allowed: {', '.join(VALUES)}")
             sample = _map(sample, lambda path, t: _simple(t, kind) if path == target else t)
         elif verb in search_verbs.VERBS:  # the search's own edits (run.search)
-            sample = search_verbs.VERBS[verb](sample, rest)
+            sample = search_verbs.apply(verb, sample, rest, op=op)
         else:
             allowed = ", ".join(("size:S>K", "dim:PATH@D>K", "values:PATH=KIND", *search_verbs.FORMS))
             raise UsageError(f"unknown sample edit {edit!r}; allowed: {allowed}")
@@ -71,7 +72,7 @@ def apply(sample: Sample, edits: tuple[str, ...]) -> Sample:
 
 def sample_of(case) -> Sample:
     """The OpInfo sample a case (``cases.records.Case``) calls, its edits made: how every replay rebuilds it from its id."""
-    return apply(samples_of(case.op, case.dtype)[case.sample], case.edits)
+    return apply(samples_of(case.op, case.dtype)[case.sample], case.edits, op=case.op)
 
 
 def sizes(sample: Sample) -> list[int]:

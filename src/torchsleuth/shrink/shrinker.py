@@ -203,7 +203,7 @@ def _smaller_samples(case: Case, sample) -> Iterator[Case]:
             continue
         for kept in dict.fromkeys((case.edits, ())):
             try:
-                elements = edits.elements(edits.apply(other, kept))
+                elements = edits.elements(edits.apply(other, kept, op=case.op))
             except Exception:
                 continue
             if elements < size:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import arguments, long_dims, overloads, values  # noqa: F401  (verbs.py imports them too)
+from . import arguments, internal, long_dims, overloads, values  # noqa: F401  (verbs.py imports them too)
 
 Planner = Callable[[str, str, str, object], list[tuple[str, ...]]]
 
@@ -35,6 +35,7 @@ SEARCHES: dict[str, Planner] = {
     "arguments": arguments.plan,
     "long": long_dims.plan,
     "overloads": overloads.plan,
+    "internal": internal.plan,
 }
 
 # What each search looks for, for --help and the summary.
@@ -43,6 +44,7 @@ DESCRIPTIONS = {
     "arguments": arguments.DESCRIPTION,
     "long": long_dims.DESCRIPTION,
     "overloads": overloads.DESCRIPTION,
+    "internal": internal.DESCRIPTION,
 }
 
 
@@ -54,6 +56,12 @@ def plan(searches: tuple[str, ...], op: str, variant: str, dtype: str, sample) -
             if edits and edits not in planned:
                 planned.append(edits)
     return planned
+
+
+def laid_out(op: str, edits: tuple[str, ...], sample, layouts: tuple[str, ...]) -> list:
+    """The layout assignments a searched case is tried under: all contiguous (``[()]``), or, for a direct call of an
+    internal kernel (``internal``), each of the sweep's ``layouts`` on its tensors."""
+    return internal.assignments(op, edits, sample, layouts)
 
 
 def within(planned: list, budget: int) -> list:
