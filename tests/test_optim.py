@@ -22,7 +22,8 @@ from torchsleuth.cli.main import main
 from torchsleuth.drill.kernels import addcdiv_dropping_noncontiguous_writes, addcmul_dropping_noncontiguous_writes
 from torchsleuth.drill.override import override, planted
 from torchsleuth.optim import OptimConfig, core, discover, sweep
-from torchsleuth.optim.matrix import Configuration, Option, plan
+from torchsleuth.optim.matrix import Configuration, Option
+from torchsleuth.optim.plan import plan
 from torchsleuth.optim.judge import findings as judge_findings
 from torchsleuth.sweep import Silent
 
@@ -86,7 +87,7 @@ def test_case_ids_round_trip_and_name_option_and_layout():
 
 def test_plan_puts_each_baseline_first_and_skips_what_cannot_run():
     specs = discover(("SGD", "SparseAdam"))
-    planned = plan(specs, OptimConfig(dtypes=("float32",)))
+    planned = plan(specs, OptimConfig(dtypes=("float32",), edges=False))
     sgd = [c for c in planned if c.optimizer == "SGD"]
     assert len(sgd) == 3 * 4 * len(specs[0].options)  # implementations x layouts x options
     for option in specs[0].options:
@@ -131,7 +132,7 @@ def test_a_frozen_parameter_is_a_dropped_write_and_a_nudged_one_a_mismatch():
 
 def test_clean_run_finds_only_torchs_own_bugs(tmp_path):
     """Adam and SGD, every implementation, layout and option, float32 and bfloat16: no false positives."""
-    result = sweep(OptimConfig(optimizers=("Adam", "SGD"), dtypes=("float32", "bfloat16")), db=str(tmp_path / "runs.db"))
+    result = sweep(OptimConfig(optimizers=("Adam", "SGD"), dtypes=("float32", "bfloat16"), edges=False), db=str(tmp_path / "runs.db"))
     assert result.cases == 2 * 4 * 3 * (6 + 5)  # dtypes x layouts x implementations x options (Adam 6, SGD 5)
     assert set(result.statuses) <= {"pass", "finding", "skip"}
     assert set(result.reasons.get("skip", {})) and all("capturable" in r for r in result.reasons["skip"])
@@ -155,7 +156,7 @@ def test_planted_dropped_write_is_found_on_non_contiguous_layouts_only(tmp_path,
     library = planted("addcmul_", addcmul_dropping_noncontiguous_writes)
     try:
         override(library, "addcdiv_", addcdiv_dropping_noncontiguous_writes)
-        status = main(["optim", "--optimizers", "Adam", "--dtypes", "float32", "--no-progress",
+        status = main(["optim", "--optimizers", "Adam", "--dtypes", "float32", "--no-progress", "--no-edges",
                        "--out", str(tmp_path), "--json", str(tmp_path / "findings.json")])
     finally:
         library._destroy()
@@ -188,7 +189,7 @@ def test_planted_dropped_write_is_found_on_non_contiguous_layouts_only(tmp_path,
 
 def test_a_killed_run_resumes_without_running_anything_twice(tmp_path):
     """The run frame every command shares: a run cut off resumes; each configuration runs and counts once."""
-    config = OptimConfig(optimizers=("SGD",), dtypes=("float32",), layouts=("contiguous", "transposed"))
+    config = OptimConfig(optimizers=("SGD",), dtypes=("float32",), layouts=("contiguous", "transposed"), edges=False)
     db = str(tmp_path / "runs.db")
 
     class Interrupt(Silent):

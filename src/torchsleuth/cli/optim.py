@@ -1,14 +1,16 @@
-"""``torchsleuth optim``: do all optimizer implementations agree, on every parameter layout and dtype?"""
+"""``torchsleuth optim``: do all optimizer implementations agree, on every parameter layout, dtype and hyperparameter edge?"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from ..errors import ExitCode, UsageError
-from .arguments import command, imports as load
+from ..optim.matrix import CATALOG_BUDGET, POINTED_OPTIMIZERS
+from .arguments import command, count, imports as load
 
-EPILOG = """\
+EPILOG = f"""\
 what it does:
   Runs every optimizer in torch.optim for a few steps (--steps, default 5)
   from seeded parameters and gradients, in every implementation it has
@@ -42,8 +44,32 @@ references:
   A parameter left at its initial value where the reference moves it is a
   dropped_write; other differences beyond the allowance are mismatches.
 
+hyperparameter edges (on unless --no-edges): each numeric hyperparameter of
+each constructor at the edges of its range, by a rule its name and default
+give: rates in [0, 1] (betas, momentum, dampening, rho, alpha) at 0, 1e-8,
+0.5, 0.999, 0.9999 and 1; every other number (lr, eps, weight_decay, ...)
+at 0, 1e-8, 10 and 1000; lr and betas also as 0-dim tensors where torch
+documents a Tensor; the flags combined, with one edge value each and with
+lr=0. A value the constructor refuses is not run (a note names it).
+  contracts  lr=0 changes no parameter, bit for bit, and leaves the state
+             finite (not Rprop: its steps are clamped at step_sizes[0]);
+             with no weight decay a zero gradient changes no parameter and
+             leaves the state finite (where eps is not 0 in the dtype); a
+             tensor hyperparameter gives what the same number gives. A
+             broken one is an invariant (or mismatch) finding, reference
+             contract.
+  depth      a run pointed at {POINTED_OPTIMIZERS} optimizers or fewer (--optimizers) takes every
+             edge setting; a run over more samples --budget per optimizer
+             (default {CATALOG_BUDGET}, the lr=0 setting first, seeded) and notes what it took.
+  settings   --options names settings: an option (amsgrad, no_nesterov), a
+             hyperparameter at a value (lr=0, betas[1]=0.9999), a tensor form
+             (lr:tensor), joined by + (amsgrad+maximize+lr=0).
+
 examples:
-  torchsleuth optim                                   # every optimizer: 10 to 30 s on 2 CPU cores
+  torchsleuth optim                                   # every optimizer, edges sampled: about a minute on 2 CPU cores
+  torchsleuth optim --optimizers Adam                 # every edge and combination of Adam's hyperparameters
+  torchsleuth optim --optimizers Adam --options 'lr=0,amsgrad+maximize+lr=0,lr=0+lr:tensor'
+  torchsleuth optim --no-edges                        # the defaults and each option alone, no contracts
   torchsleuth optim --optimizers Adam,SGD --dtypes float32,bfloat16
   torchsleuth optim --device cuda --impls foreach,fused --json optim.json
   torchsleuth optim --optimizers Adam --layouts transposed --options default,amsgrad
@@ -64,7 +90,17 @@ def add_parser(commands) -> None:
                    help=f"dtypes, comma-separated, from {', '.join(DTYPES)} (default {','.join(DEFAULT_DTYPES)})")
     p.add_argument("--layouts", metavar="LIST", help=f"parameter layouts, comma-separated: {', '.join(LAYOUTS)} (default all)")
     p.add_argument("--impls", metavar="LIST", help=f"implementations, comma-separated: {', '.join(IMPLEMENTATIONS)} (default all)")
-    p.add_argument("--options", metavar="LIST", help="options, comma-separated ('default' is no option; e.g. default,amsgrad); default all")
+    p.add_argument("--options", metavar="LIST",
+                   help="settings, comma-separated: 'default', an option (amsgrad), hyperparameters at values joined by + "
+                        "(lr=0, betas[1]=0.9999+amsgrad, lr:tensor); default: every option and the edges (see below)")
+    p.add_argument("--depth", choices=("auto", "deep", "catalog"), default="auto",
+                   help=f"deep: every hyperparameter edge setting; catalog: --budget of them per optimizer; auto (default): "
+                        f"deep when --optimizers names at most {POINTED_OPTIMIZERS}")
+    p.add_argument("--budget", type=count, metavar="N",
+                   help=f"edge settings per optimizer, a seeded sample (default {CATALOG_BUDGET} in a catalog run, "
+                        f"every one in a pointed run; 0: every one)")
+    p.add_argument("--no-edges", action="store_true",
+                   help="no hyperparameter edges and no contracts: the defaults and each option alone")
     p.add_argument("--steps", type=_steps, default=DEFAULT_STEPS, metavar="N", help=f"optimizer steps per run (default {DEFAULT_STEPS})")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="module or .py file imported first, e.g. to register kernels or a backend (repeatable); "
@@ -90,7 +126,7 @@ def _steps(text: str) -> int:
 def run(args) -> int:
     from .. import devices
     from ..cases.select import resolve_names
-    from ..optim import DEFAULT_DTYPES, DTYPES, IMPLEMENTATIONS, LAYOUTS, OptimConfig, matrix
+    from ..optim import DEFAULT_DTYPES, DTYPES, IMPLEMENTATIONS, LAYOUTS, OptimConfig, matrix, plan
     from ..optim.sweep import sweep
     from ..report import outputs, terminal
 
@@ -104,15 +140,65 @@ def run(args) -> int:
     optimizers = resolve_names(args.optimizers, matrix.names(), "optimizer", ())
     imports = load(args.imports)
     specs = matrix.discover(optimizers)
-    options = resolve_names(args.options, matrix.option_names(specs), "option", ())
+    options = _settings(args.options, [s for s in specs if not s.skip])
     config = OptimConfig(device=device, optimizers=optimizers, implementations=implementations, dtypes=dtypes,
-                         layouts=layouts, options=options, steps=args.steps, imports=imports)
-    if not [c for c in matrix.plan(specs, config) if not c.skip]:
+                         layouts=layouts, options=options, steps=args.steps, imports=imports, edges=not args.no_edges)
+    deep = args.depth == "deep" or (args.depth == "auto" and args.optimizers is not None and len(optimizers) <= POINTED_OPTIMIZERS)
+    config = plan.depth(config, deep=deep)
+    if args.budget is not None:
+        config = dataclasses.replace(config, budget=args.budget)
+    _refused(options, [s for s in specs if not s.skip], config)
+    if not [c for c in plan.plan(specs, config) if not c.skip]:
         raise UsageError("nothing to run: no selected optimizer has the selected implementations and options "
                          f"({', '.join(implementations)}; {', '.join(options) or 'every option'})")
     result = sweep(config, db=args.db or str(out / "runs.db"), progress=Progress(enabled=not args.no_progress), out=out, json=args.json)
     terminal.summary(result, written=result.written)
     return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
+
+
+def _settings(text: str | None, specs) -> tuple[str, ...]:
+    """The settings --options names, each one some selected optimizer has; else its error, one line."""
+    from ..optim import edges
+
+    if text is None or not text.strip():
+        return ()
+    chosen = []
+    for name in (part.strip() for part in text.split(",") if part.strip()):
+        errors = []
+        for spec in specs:
+            try:
+                edges.parse(spec, name)
+            except UsageError as e:
+                errors.append(str(e))
+        if specs and len(errors) == len(specs):
+            # the most telling: a bad value, then a missing element, then an unknown hyperparameter or option
+            ranked = sorted(errors, key=lambda e: [e.startswith("bad value"), "has no element" in e, e.startswith("unknown hyperparameter")],
+                            reverse=True)
+            raise UsageError(ranked[0] if len(specs) == 1 else f"no selected optimizer takes {name!r}: {ranked[0]}")
+        if name not in chosen:
+            chosen.append(name)
+    return tuple(chosen)
+
+
+def _refused(names: tuple[str, ...], specs, config) -> None:
+    """A setting named with --options that every selected optimizer having it refuses to construct: one line, exit 2."""
+    from ..optim import edges, plan
+
+    for name in names:
+        reasons = []
+        for spec in specs:
+            try:
+                option = edges.parse(spec, name)
+            except UsageError:
+                continue
+            why = [plan.refusal(spec, option, i, config.device) for i in spec.implementations if i in config.implementations]
+            if why and all(why):
+                reasons.append(f"{spec.name} refuses {option.name}: {why[0]}")
+            else:
+                break
+        else:
+            if reasons:
+                raise UsageError(f"bad value in --options {name!r}: {reasons[0]}")
 
 
 def _dtypes(text: str | None, allowed: tuple[str, ...], default: tuple[str, ...]) -> tuple[str, ...]:

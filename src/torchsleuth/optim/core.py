@@ -43,6 +43,16 @@ than half a unit in the last place of their parameter. The same run notes
 the lowest floating precision any op worked in (Muon orthogonalizes in
 bfloat16 whatever the parameters' dtype).
 
+Hyperparameters. A hyperparameter given as a 0-dim tensor (torch documents
+``lr`` and ``betas`` so) is written ``AsTensor(value)`` in the keyword
+arguments, a plain value a script can print; each run makes the tensor anew
+(``torch.tensor(value)``: float32, on the CPU, as a user writes it).
+
+Contracts. ``unkept`` says what breaks "no parameter moves, bit for bit, and
+the state stays finite", which a step with lr=0 and a step with a zero
+gradient (``zero=True``) promise where the math does (optim/contracts.py
+says where).
+
 Recorded per tensor (each parameter and each tensor of its optimizer state,
 named ``weight`` and ``weight.exp_avg``): its final value, the largest
 magnitude each element had over the run (``largest``), and the sum over
@@ -53,6 +63,7 @@ steps of how far each element moved (``path``). The allowance rule uses both
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -70,6 +81,26 @@ GUARD = 4
 SENTINEL = 1000.0
 
 
+@dataclass(frozen=True, slots=True)
+class AsTensor:
+    """A hyperparameter given as a 0-dim tensor of ``value``."""
+
+    value: float
+
+
+def materialize(arguments: dict) -> dict:
+    """The constructor's keyword arguments with every ``AsTensor`` made a tensor (in tuples too)."""
+
+    def made(value):
+        if isinstance(value, AsTensor):
+            return torch.tensor(value.value)
+        if isinstance(value, tuple):
+            return tuple(made(item) for item in value)
+        return value
+
+    return {key: made(value) for key, value in arguments.items()}
+
+
 def generator(seed: int, *salt: int) -> torch.Generator:
     """A CPU generator for one draw: (seed, what, step, parameter) map to distinct streams."""
     mixed = seed
@@ -78,10 +109,12 @@ def generator(seed: int, *salt: int) -> torch.Generator:
     return torch.Generator().manual_seed(mixed)
 
 
+@functools.lru_cache(maxsize=256)  # every configuration draws the same few; callers never write into them
 def initial(seed: int, index: int, shape) -> torch.Tensor:
     return 0.1 * torch.randn(shape, generator=generator(seed, 0, index), dtype=torch.float64)
 
 
+@functools.lru_cache(maxsize=1024)
 def gradient(seed: int, step: int, index: int, shape) -> torch.Tensor:
     g = generator(seed, 1, step, index)
     magnitude = 0.5 + 1.5 * torch.rand(shape, generator=g, dtype=torch.float64)
@@ -178,13 +211,15 @@ def trajectory(
     names=None,
     closure: bool = False,
     mode: TorchDispatchMode | None = None,
+    zero: bool = False,
 ) -> Trajectory:
     """Run ``optimizer(params, **kwargs)`` for ``steps`` steps and record what it did.
 
     ``values_dtype``: the dtype initial values and gradients are rounded to
     (the dtype under test, for a float64 reference of it); ``names``: the
     parameters to optimize (all of ``PARAMS`` by default); ``closure``: pass
-    ``step`` a closure that sets the gradients, instead of setting them first.
+    ``step`` a closure that sets the gradients, instead of setting them first;
+    ``zero``: every gradient zero.
     """
     values_dtype = values_dtype or dtype
     chosen = [(i, name, shape) for i, (name, shape) in enumerate(PARAMS) if names is None or name in names]
@@ -193,7 +228,7 @@ def trajectory(
         values = initial(seed, index, shape).to(values_dtype).to(torch.float64)
         params[name], storages[name] = lay_out(values, layout, dtype, device)
         start[name] = values
-    opt = optimizer(list(params.values()), **kwargs)
+    opt = optimizer(list(params.values()), **materialize(kwargs))
 
     grads = {}
 
@@ -226,7 +261,8 @@ def trajectory(
     now = record()
     for step in range(steps):
         for index, name, shape in chosen:
-            grads[name] = gradient(seed, step, index, shape).to(values_dtype).to(dtype).to(device)
+            drawn = torch.zeros(shape, dtype=torch.float64) if zero else gradient(seed, step, index, shape)
+            grads[name] = drawn.to(values_dtype).to(dtype).to(device)
             if not closure:
                 params[name].grad = gradient_like(params[name], grads[name])
         with mode if mode is not None else contextlib.nullcontext():
@@ -245,6 +281,40 @@ def trajectory(
         outside={name: out_of_view(p, storages[name]) for name, p in params.items()},
         params=tuple(params),
     )
+
+
+def unkept(run: Trajectory, *, finite=None) -> list[str]:
+    """What in ``run`` breaks "no parameter moves, bit for bit, and the state stays finite": a line per tensor.
+
+    ``finite``: path -> where (a bool tensor) the math keeps that state
+    tensor finite, the state tensors it does not name not judged; None: every
+    state tensor must be finite everywhere.
+    """
+    broken = []
+    for name in run.params:
+        final = run.final[name]
+        start = run.initial[name].to(final.dtype)
+        changed = _bits(final) != _bits(start)
+        if bool(changed.any()):
+            moved = (final.to(torch.float64) - run.initial[name]).abs()[changed]
+            broken.append(f"{name} moved: {int(changed.sum())} of {final.numel()} elements changed "
+                          f"(by up to {float(moved.nan_to_num(nan=float('inf')).max()):.3g}; expected its initial value, bit for bit)")
+    for path, value in run.final.items():
+        if path in run.params or not value.is_floating_point():
+            continue
+        bad = ~torch.isfinite(value)
+        if finite is not None and path in finite:
+            bad &= finite[path]
+        elif finite is not None:
+            continue  # no word on where the math keeps it finite: not judged
+        if bool(bad.any()):
+            broken.append(f"{path} is not finite: {int(bad.sum())} of {value.numel()} elements NaN or infinite")
+    return broken
+
+
+def _bits(tensor: torch.Tensor) -> torch.Tensor:
+    """The bit patterns of a floating tensor (NaN payloads and signed zeros told apart)."""
+    return tensor.contiguous().view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[tensor.element_size()])
 
 
 class Rounded(TorchDispatchMode):
@@ -294,12 +364,21 @@ def allowance(expected, largest, path, *, atol: float, rtol: float, u: float, st
     ``k``: how far emulated rounding to the dtype carried the float64 run
     (``Rounded``), for what the bound in units of roundoff does not model;
     where that run is not finite, the dtype cannot hold the computation at
-    all and the element is not judged (its allowance is infinite).
+    all and the element is not judged (its allowance is infinite). ``k`` is
+    one sample of how rounding propagates, and where an update mixes every
+    element (Muon's Newton-Schulz matmuls) a sample can be small at one
+    element by chance while the error there is as large as anywhere: each
+    element's ``k`` is floored at the mean of the tensor's finite ``k``.
     """
     expected = expected.to(torch.float64)
     if isinstance(k, torch.Tensor):
         k = torch.nan_to_num(k, nan=float("inf"), posinf=float("inf"))
-    return atol + rtol * expected.abs() + factor * (k + u * (2 * steps * largest + slack * steps * path))
+        finite = k[torch.isfinite(k)]
+        if finite.numel():  # floored at its mean: see above
+            k = torch.maximum(k, finite.mean())
+    allowed = atol + rtol * expected.abs() + factor * (k + u * (2 * steps * largest + slack * steps * path))
+    # not judged where the dtype cannot hold the computation, whatever the reference holds there (NaN, an infinity)
+    return torch.where(torch.isinf(torch.as_tensor(k)), float("inf"), allowed)
 
 
 def beyond(actual: torch.Tensor, expected: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:

@@ -29,8 +29,12 @@ roundings inside each update, times ``N`` because rounding errors in the
 optimizer's state carry into every later step. ``k_i``: how far emulated
 rounding to ``d`` carries the float64 run at that element (core.Rounded),
 for what a bound in units of roundoff misses (subnormals, constants the
-dtype cannot hold). ``F``: 2 for the layout reference, ``PRECISION_MARGIN``
-for the precision one.
+dtype cannot hold), floored at the tensor's mean ``k``: where an update
+mixes every element (Muon's Newton-Schulz), one sample of rounding can be
+small at one element by chance (Muon at lr=1000 in bfloat16 missed by 2x
+at 2 of 240 elements without the floor). ``F``: 2 for the layout
+reference and a contract's tensor form, ``PRECISION_MARGIN`` for the
+precision one.
 
 With the gradients of this matrix (magnitudes in [0.5, 2)) the worst
 correct configuration of torch 2.13 on the CPU uses about a third of its
@@ -46,7 +50,9 @@ parameter or state (``weight.exp_avg_sq``), is a ``mismatch``. A
 configuration gets at most one such finding per reference, naming the
 frozen parameter or else the tensor that misses its allowance by the
 largest factor; the detail lists every tensor that failed. Poison written
-outside a parameter's view is an ``out_of_view_write`` (contract).
+outside a parameter's view is an ``out_of_view_write`` (contract). The
+contracts of contracts.py add ``invariant`` findings (reference
+``contract``) and judge a tensor form with ``findings(..., against=...)``.
 """
 
 from __future__ import annotations
@@ -68,10 +74,14 @@ LAYOUT_FACTOR = 2.0  # two rounded results (judge.tolerance doubles its slack te
 
 def findings(
     configuration: Configuration, actual: core.Trajectory, expected: core.Trajectory, *,
-    reference: str, sensitivity: dict, u: float, steps: int,
+    reference: str, sensitivity: dict, u: float, steps: int, against: str = "",
 ) -> tuple[Finding, ...]:
-    """What is wrong with ``actual`` against ``expected`` (the ``reference``), and any write outside a view."""
-    factor = LAYOUT_FACTOR if reference == "layout" else PRECISION_MARGIN
+    """What is wrong with ``actual`` against ``expected`` (the ``reference``), and any write outside a view.
+
+    ``against``: the reference in words, where it is not the layout or precision one (a contract's: the same
+    run with numbers for tensors); it is judged with the layout allowance, both sides rounded alike.
+    """
+    factor = PRECISION_MARGIN if reference == "precision" else LAYOUT_FACTOR
     failed = []  # (is a parameter, frozen, excess ratio, mismatch)
     for path, value in actual.final.items():
         if path not in expected.final:
@@ -87,19 +97,25 @@ def findings(
         is_param, frozen, _, worst = failed[0]
         kind = "dropped_write" if is_param and frozen else "mismatch"
         detail = "\n".join(m.describe() + (" (never moved)" if fr else "") for _, fr, _, m in failed)
-        found.append(_finding(configuration, actual, kind=kind, reference=reference, mismatch=worst,
-                              summary=_summary(configuration, actual, expected, kind, reference, worst, steps), detail=detail))
-    outside = {name: n for name, n in actual.outside.items() if n}
-    if outside:
-        name, count = max(outside.items(), key=lambda item: item[1])
+        found.append(finding(configuration, actual, kind=kind, reference=reference, mismatch=worst, salt=against,
+                             summary=_summary(configuration, actual, expected, kind, reference, worst, steps, against), detail=detail))
+    return tuple(found) + outside(configuration, actual, steps)
+
+
+def outside(configuration: Configuration, actual: core.Trajectory, steps: int) -> tuple[Finding, ...]:
+    """A write outside a parameter's view (the poison changed): a contract, no reference needed."""
+    found = []
+    written = {name: n for name, n in actual.outside.items() if n}
+    if written:
+        name, count = max(written.items(), key=lambda item: item[1])
         shape, stride, offset, storage = actual.layouts[name]
         mismatch = Mismatch(path=name, attribute="storage", expected=f"the poison {core.SENTINEL:g} in every element outside the view",
                             actual=f"{count} of {storage - math.prod(shape)} changed")
         summary = (f"{configuration.words()} writes {count} element{'s' if count != 1 else ''} outside {name}'s view "
                    f"(shape {list(shape)}, stride {list(stride)}) in {steps} steps: the gaps between its elements or the guard after it.")
-        detail = "\n".join(f"{n}: {c} element(s) outside the view changed" for n, c in outside.items())
-        found.append(_finding(configuration, actual, kind="out_of_view_write", reference="contract", mismatch=mismatch,
-                              summary=summary, detail=detail))
+        detail = "\n".join(f"{n}: {c} element(s) outside the view changed" for n, c in written.items())
+        found.append(finding(configuration, actual, kind="out_of_view_write", reference="contract", mismatch=mismatch,
+                             summary=summary, detail=detail))
     return tuple(found)
 
 
@@ -134,13 +150,15 @@ def _judge(path, value, expected, actual, sensitivity, *, u, steps, factor) -> t
     return mismatch, frozen, float(excess.reshape(-1)[flat])
 
 
-def _against(configuration: Configuration, reference: str) -> str:
+def _against(configuration: Configuration, reference: str, against: str = "") -> str:
+    if against:
+        return against
     if reference == "layout":
         return f"the contiguous for-loop run in {configuration.dtype}"
     return "float64 on the CPU"
 
 
-def _summary(configuration, actual, expected, kind, reference, m: Mismatch, steps) -> str:
+def _summary(configuration, actual, expected, kind, reference, m: Mismatch, steps, against="") -> str:
     tensor = m.path
     where = ""
     if tensor in actual.layouts:
@@ -152,19 +170,21 @@ def _summary(configuration, actual, expected, kind, reference, m: Mismatch, step
         kept = int((reference_moved & (actual.final[tensor].to(torch.float64) == start)).sum())
         moved = float((expected.final[tensor].to(torch.float64) - start).abs().max())
         return (f"{configuration.words()} never updates {tensor}{where} in {steps} steps: {kept} of the "
-                f"{int(reference_moved.sum())} elements {_against(configuration, reference)} moves (by up to {moved:.3g}) "
+                f"{int(reference_moved.sum())} elements {_against(configuration, reference, against)} moves (by up to {moved:.3g}) "
                 f"keep their initial value; {m.mismatched} of {m.numel} are beyond the allowance (allowed {m.allowed:.3g} at the worst).")
     share = f"{m.mismatched} of {m.numel} elements" if m.attribute == "values" else m.attribute
     error = "" if m.max_abs_err is None else f" off by up to {m.max_abs_err:.3g}"
     allowed = "" if m.allowed is None else f", allowed {m.allowed:.3g} at the worst"
     return (f"{configuration.words()} leaves {tensor}{where}{error} after {steps} steps against "
-            f"{_against(configuration, reference)} ({share}{allowed}).")
+            f"{_against(configuration, reference, against)} ({share}{allowed}).")
 
 
-def _finding(configuration: Configuration, actual: core.Trajectory, *, kind, reference, mismatch, summary, detail) -> Finding:
+def finding(configuration: Configuration, actual: core.Trajectory, *, kind, reference, mismatch, summary, detail, salt="") -> Finding:
+    """A finding of ``configuration``; ``salt`` tells apart findings of one kind and reference (two contracts)."""
     case_id = configuration.case.id
+    salted = f"|{salt}" if salt else ""
     return Finding(
-        id="f-" + hashlib.sha256(f"{case_id}|{kind}|{reference}".encode()).hexdigest()[:10],
+        id="f-" + hashlib.sha256(f"{case_id}|{kind}|{reference}{salted}".encode()).hexdigest()[:10],
         kind=kind, op=f"torch.optim.{configuration.optimizer}", opinfo=configuration.optimizer,
         variant=configuration.implementation, dtype=configuration.dtype, device=configuration.device, reference=reference,
         case_id=case_id, layouts=configuration.case.layouts, summary=summary, mismatch=mismatch, call=call_spec(configuration, actual),

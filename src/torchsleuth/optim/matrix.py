@@ -1,4 +1,4 @@
-"""The optimizer matrix: which optimizers, implementations, options, dtypes and layouts.
+"""The optimizer matrix: which optimizers, implementations, options, dtypes and layouts; its records.
 
 Design note. Nothing here is a hand-kept list of optimizers. ``discover``
 takes every class in ``torch.optim`` that subclasses ``Optimizer`` and reads
@@ -30,6 +30,9 @@ the rest from facts:
   at new parameters (LBFGS up to ``max_iter=20``); the matrix's gradients
   are seeded per step, so it is given ``max_iter=1`` where it has that
   argument: one gradient per step, as every other optimizer takes.
+
+The hyperparameters at their edges are edges.py's; which settings a run
+takes, and in what order its configurations run, plan.py's.
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ DEFAULT_DTYPES = ("float32", "bfloat16", "float16")
 DTYPES = ("float64", "float32", "bfloat16", "float16")
 DEFAULT_STEPS = 5
 DEFAULT_OPTION = "default"
+# Hyperparameter edge settings per optimizer in a catalog run (a run over every optimizer): a seeded
+# sample, the lr=0 contract first (optim/plan.py); a pointed run (at most POINTED_OPTIMIZERS) takes every one.
+CATALOG_BUDGET = 4
+POINTED_OPTIMIZERS = 2
 # Constructor arguments that are not options of the matrix (see the design note).
 NOT_OPTIONS = frozenset({"params", "self", "foreach", "fused", "differentiable"})
 # Numeric arguments toggled from a default of zero, and the value they get.
@@ -57,6 +64,8 @@ COMPANIONS = {"nesterov": ("momentum",), "decoupled_weight_decay": ("weight_deca
 # Options that say where state lives, not what is computed: dropped from the
 # float64 reference, which runs on the CPU (capturable needs an accelerator).
 DEVICE_ONLY = frozenset({"capturable"})
+# How a case records a run with zero gradients (``Case.edits``).
+ZERO_EDIT = "grad:zero"
 LAYOUT_WORDS = {
     "contiguous": "row-major",
     "transposed": "the 2-D weight and the 4-D conv weight transposed in their last two dims (stride (1, n))",
@@ -67,7 +76,9 @@ LAYOUT_WORDS = {
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Option:
-    name: str  # "default", "amsgrad", "weight_decay", "no_nesterov"
+    """A setting of an optimizer's hyperparameters, named by its parts joined by '+' (optim/edges.py reads and writes them)."""
+
+    name: str  # "default", "amsgrad", "weight_decay", "no_nesterov", "amsgrad+maximize+lr=0", "betas[1]=0.9999+betas:tensor"
     kwargs: tuple[tuple[str, object], ...] = ()
 
     @property
@@ -109,10 +120,12 @@ class OptimConfig:
     implementations: tuple[str, ...] = IMPLEMENTATIONS
     dtypes: tuple[str, ...] = DEFAULT_DTYPES
     layouts: tuple[str, ...] = core.LAYOUTS
-    options: tuple[str, ...] = ()  # option names; empty: every option of each optimizer
+    options: tuple[str, ...] = ()  # settings by name (optim/edges.py); empty: every option of each optimizer, and the edges
     steps: int = DEFAULT_STEPS
     seed: int = 0
     imports: tuple[str, ...] = ()
+    edges: bool = True  # hyperparameters at their edges, flags combined, and the contracts (optim/edges.py, contracts.py)
+    budget: int = CATALOG_BUDGET  # edge settings per optimizer, a seeded sample; 0: every one (a pointed run's depth)
 
     def key(self) -> str:
         """Identifies what is run: a rerun of the same selection resumes an unfinished run."""
@@ -131,22 +144,24 @@ class Configuration:
     layout: str
     option: Option
     skip: str = ""  # why it is not run: the optimizer cannot run here, or the layout changes none of its parameters
+    zero: bool = False  # every gradient zero: judged by the zero-gradient contract alone (optim/contracts.py)
 
     @property
     def case(self) -> Case:
         layouts = () if self.layout == "contiguous" else (("param", self.layout),)
         return Case(op=self.optimizer, variant=self.implementation, dtype=self.dtype, device=self.device, sample=0,
-                    layouts=layouts, edits=self.option.edits)
+                    layouts=layouts, edits=self.option.edits + ((ZERO_EDIT,) if self.zero else ()))
 
     @property
     def is_baseline(self) -> bool:
         """The for-loop run on contiguous parameters: what the other runs of its dtype are judged against."""
-        return self.implementation == "forloop" and self.layout == "contiguous"
+        return self.implementation == "forloop" and self.layout == "contiguous" and not self.zero
 
     def words(self) -> str:
-        """``Adam (foreach, transposed params, bfloat16, option amsgrad)``."""
+        """``Adam (foreach, transposed params, bfloat16, option amsgrad)``, ``..., option lr=0, zero gradients)``."""
         option = "" if self.option.name == DEFAULT_OPTION else f", option {self.option.name}"
-        return f"{self.optimizer} ({self.implementation}, {self.layout} params, {self.dtype}{option})"
+        zero = ", zero gradients" if self.zero else ""
+        return f"{self.optimizer} ({self.implementation}, {self.layout} params, {self.dtype}{option}{zero})"
 
 
 def names() -> tuple[str, ...]:
@@ -186,7 +201,7 @@ def spec(name: str) -> OptimSpec:
             core.trajectory(cls, kwargs, layout="contiguous", dtype=torch.float32, device="cpu", steps=1, seed=0,
                             names=params, closure=closure)
         except Exception as e:  # torch's own words say why better than a list of ours could
-            skip = f"one step on dense float32 parameters raised {type(e).__name__}: {_line(e)}"
+            skip = f"one step on dense float32 parameters raised {type(e).__name__}: {message(e)}"
     return OptimSpec(name=name, implementations=implementations, options=_options(signature), fixed=fixed,
                      closure=closure, params=params, refused=refused, skip=skip)
 
@@ -200,7 +215,7 @@ def _accepted(cls, fixed: dict) -> tuple[tuple[str, ...], tuple[tuple[str, str],
             cls([torch.zeros(shape)], **fixed)
             taken.append(name)
         except Exception as e:
-            refused.append((name, _line(e)))
+            refused.append((name, message(e)))
     return tuple(taken), tuple(refused)
 
 
@@ -234,40 +249,12 @@ def kwargs(spec: OptimSpec, implementation: str, option: Option, *, reference: b
     return chosen
 
 
-def plan(specs: list[OptimSpec], config: OptimConfig) -> list[Configuration]:
-    """Every configuration to run, in an order where each baseline comes before what is judged against it."""
-    planned = []
-    for s in specs:
-        if s.skip:
-            for dtype in config.dtypes:
-                planned.append(Configuration(optimizer=s.name, implementation="forloop", dtype=dtype, device=config.device,
-                                             layout="contiguous", option=s.option(DEFAULT_OPTION), skip=s.skip))
-            continue
-        options = [o for o in s.options if not config.options or o.name in config.options]
-        implementations = [i for i in s.implementations if i in config.implementations]
-        for option in options:
-            for dtype in config.dtypes:
-                for implementation in implementations:
-                    for layout in config.layouts:
-                        planned.append(Configuration(optimizer=s.name, implementation=implementation, dtype=dtype,
-                                                     device=config.device, layout=layout, option=option,
-                                                     skip=_unchanged(s, layout)))
-    return planned
-
-
-def _unchanged(spec: OptimSpec, layout: str) -> str:
-    """Why ``layout`` is no configuration of its own for ``spec``: it lays out none of the parameters it takes."""
-    shapes = dict(core.PARAMS)
-    if layout == "contiguous" or any(core.strides_of(shapes[p], layout) != core.strides_of(shapes[p], "contiguous") for p in spec.params):
-        return ""
-    return f"{layout} lays out none of the parameters it takes ({', '.join(spec.params)}): the contiguous run covers it"
-
-
 def option_names(specs: list[OptimSpec]) -> tuple[str, ...]:
     """Every option name the optimizers in ``specs`` have, the defaults first."""
     return tuple(dict.fromkeys(o.name for s in specs for o in s.options))
 
 
-def _line(e: BaseException) -> str:
+def message(e: BaseException) -> str:
+    """An exception's words on one line, at most 300 characters."""
     text = " ".join(str(e).split())
     return text[:300] + ("..." if len(text) > 300 else "")

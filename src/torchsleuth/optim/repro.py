@@ -6,11 +6,17 @@ seeded gradients, the steps, the allowance rule), then the configuration as
 literals and a ``main`` that runs it and its reference and judges them as
 ``optim.judge`` did: every parameter and state tensor against the same
 allowance, or, for a write outside a view, the poison around each
-parameter. It prints the worst elements of both runs and the difference,
-and exits 1 while the bug is present, 0 once it is gone, 2 when the
-configuration cannot be run (it raises now). The ``--import`` modules of
-the run (a planted kernel, a custom backend) are imported first, as the
-sweep imported them.
+parameter. A contract's script checks the contract instead: no parameter
+moved and the state is finite (lr=0, zero gradients), or the run with
+tensors against the same run with numbers (the tensor form). The optimizer
+is rebuilt with the finding's hyperparameters, read back from the setting's
+name in the case id (edges.parse), tensors included (``core.AsTensor``);
+a contract's script tries up to ``TRIES`` runs, since a kernel that reads
+memory it never wrote breaks a contract in some runs only. It prints the
+worst elements of both runs and the difference, and exits 1 while the bug
+is present, 0 once it is gone, 2 when the configuration cannot be run (it
+raises now). The ``--import`` modules of the run (a planted kernel, a
+custom backend) are imported first, as the sweep imported them.
 """
 
 from __future__ import annotations
@@ -26,9 +32,14 @@ from ..cases.records import Case
 from ..dtypes import name as dtype_name
 from ..judge.records import Finding
 from ..judge.tolerance import PRECISION_MARGIN, SLACK, TABLE
-from . import core
+from . import core, edges
 from .judge import LAYOUT_FACTOR
-from .matrix import Configuration, OptimConfig, OptimSpec, kwargs
+from .matrix import ZERO_EDIT, Configuration, OptimConfig, OptimSpec, kwargs
+
+
+# Runs a contract's script makes before it says the contract holds: a kernel that reads memory it never
+# wrote (fused SGD's momentum buffer in float16 on the CPU) breaks it in a share of runs only.
+TRIES = 100
 
 
 def configuration_of(finding: Finding, spec: OptimSpec) -> Configuration:
@@ -36,7 +47,16 @@ def configuration_of(finding: Finding, spec: OptimSpec) -> Configuration:
     case = Case.parse(finding.case_id)
     option = next((e.removeprefix("option:") for e in case.edits if e.startswith("option:")), "default")
     return Configuration(optimizer=case.op, implementation=case.variant, dtype=case.dtype, device=case.device,
-                         layout=case.layout_of("param"), option=spec.option(option))
+                         layout=case.layout_of("param"), option=edges.parse(spec, option), zero=ZERO_EDIT in case.edits)
+
+
+def contract_of(finding: Finding, configuration: Configuration) -> str:
+    """Which contract a finding breaks ("" for a reference's finding or a write outside a view)."""
+    if finding.reference != "contract" or finding.kind == "out_of_view_write":
+        return ""
+    if finding.kind == "invariant":
+        return "zero_gradient" if configuration.zero else "lr_zero"
+    return "tensor_form"
 
 
 def write_scripts(findings: Iterable[Finding], specs: dict[str, OptimSpec], config: OptimConfig, out: str | Path) -> dict[str, Path]:
@@ -53,6 +73,8 @@ def write_scripts(findings: Iterable[Finding], specs: dict[str, OptimSpec], conf
 
 def script(finding: Finding, spec: OptimSpec, config: OptimConfig) -> str:
     configuration = configuration_of(finding, spec)
+    contract = contract_of(finding, configuration)
+    plain = edges.number_form(spec, configuration.option) if contract == "tensor_form" else None
     tables = {dtype_name(d): v for d, v in TABLE.items() if d.is_floating_point}
     literals = {
         "FINDING": finding.id,
@@ -62,18 +84,21 @@ def script(finding: Finding, spec: OptimSpec, config: OptimConfig) -> str:
         "PATH": finding.mismatch.path if finding.mismatch else "",
         "OPTIMIZER": spec.name,
         "KWARGS": kwargs(spec, configuration.implementation, configuration.option),
-        "BASELINE_KWARGS": kwargs(spec, "forloop", configuration.option),
+        "BASELINE_KWARGS": kwargs(spec, "forloop", plain or configuration.option),
         "EXACT_KWARGS": kwargs(spec, "forloop", configuration.option, reference=True),
         "LAYOUT": configuration.layout,
         "DTYPE": configuration.dtype,
         "DEVICE": configuration.device,
         "STEPS": config.steps,
+        "ZERO": configuration.zero,
+        "CONTRACT": contract,
+        "TRIES": TRIES if contract in ("lr_zero", "zero_gradient") else 1,
         "SEED": config.seed,
         "NAMES": tuple(spec.params),
         "CLOSURE": spec.closure,
         "TOLERANCES": tables,
         "SLACK": SLACK,
-        "FACTOR": LAYOUT_FACTOR if finding.reference == "layout" else PRECISION_MARGIN,
+        "FACTOR": PRECISION_MARGIN if finding.reference == "precision" else LAYOUT_FACTOR,
         "IMPORTS": tuple(config.imports),
     }
     constants = "\n".join(f"{name} = {value!r}" for name, value in literals.items())
@@ -82,7 +107,9 @@ def script(finding: Finding, spec: OptimSpec, config: OptimConfig) -> str:
         f"# torchsleuth repro for finding {finding.id}",
         "#",
         f"#   optimizer  torch.optim.{spec.name}, {configuration.implementation} implementation, {configuration.layout} parameters,",
-        f"#              {configuration.dtype} on {configuration.device}, option {configuration.option.name}, {config.steps} steps",
+        f"#              {configuration.dtype} on {configuration.device}, option {configuration.option.name}, {config.steps} steps"
+        + (", every gradient zero" if configuration.zero else ""),
+        f"#   arguments  {kwargs(spec, configuration.implementation, configuration.option)!r}",
         f"#   kind       {finding.kind}, judged against the {finding.reference} reference",
         f"#   finding    {_one_line(finding.summary)}",
     ]
@@ -118,6 +145,7 @@ import traceback
 
 
 def run(arguments, **how):
+    how.setdefault("zero", ZERO)
     return trajectory(getattr(torch.optim, OPTIMIZER), dict(arguments), steps=STEPS, seed=SEED, names=NAMES, closure=CLOSURE, **how)
 
 
@@ -143,7 +171,26 @@ def main():
         return 2
     print(SUMMARY)
     print(f"torch {{torch.__version__}}: {{OPTIMIZER}} {{KWARGS}} on {{LAYOUT}} {{DTYPE}} parameters on {{DEVICE}}, {{STEPS}} steps")
-    if REFERENCE == "contract":
+    if CONTRACT in ("lr_zero", "zero_gradient"):
+        finite = None
+        if CONTRACT == "lr_zero":  # the state must stay finite where float64, rounded to the dtype at every op, does
+            exact = run(EXACT_KWARGS, layout="contiguous", dtype=torch.float64, device="cpu", values_dtype=dtype)
+            emulated = run(EXACT_KWARGS, layout="contiguous", dtype=torch.float64, device="cpu", values_dtype=dtype, mode=Rounded(dtype))
+            finite = {{path: torch.isfinite(value) & torch.isfinite(emulated.final[path].to(torch.float64) - value.to(torch.float64))
+                      for path, value in exact.final.items()
+                      if value.is_floating_point() and path in emulated.final and emulated.final[path].shape == value.shape}}
+        broken, tries = unkept(actual, finite=finite), 1
+        while not broken and tries < TRIES:  # a kernel that reads memory it never wrote breaks it only sometimes
+            actual, tries = run(KWARGS, layout=LAYOUT, dtype=dtype, device=DEVICE), tries + 1
+            broken = unkept(actual, finite=finite)
+        print(f"{{'broken in run ' + str(tries) if broken else 'kept in every run'}} of up to {{TRIES}}")
+        for line in broken:
+            print(f"  {{line}}")
+        what = "lr=0" if CONTRACT == "lr_zero" else "every gradient zero"
+        print(f"BUG PRESENT: with {{what}} a parameter moved or the state is not finite" if broken
+              else "fixed: no parameter moved and the state is finite")
+        return 1 if broken else 0
+    if REFERENCE == "contract" and not CONTRACT:
         changed = {{name: n for name, n in actual.outside.items() if n}}
         for name, (shape, stride, offset, storage) in actual.layouts.items():
             print(f"  {{name}}: shape {{list(shape)}}, stride {{list(stride)}}: {{actual.outside[name]}} element(s) outside the view changed")
@@ -152,9 +199,9 @@ def main():
     exact = run(EXACT_KWARGS, layout="contiguous", dtype=torch.float64, device="cpu", values_dtype=dtype)
     mode = Rounded(dtype)
     emulated = run(EXACT_KWARGS, layout="contiguous", dtype=torch.float64, device="cpu", values_dtype=dtype, mode=mode)
-    if REFERENCE == "layout":
+    if REFERENCE == "layout" or CONTRACT == "tensor_form":
         expected = run(BASELINE_KWARGS, layout="contiguous", dtype=dtype, device=DEVICE)
-        print(f"reference: the for-loop implementation on contiguous {{DTYPE}} parameters on {{DEVICE}}")
+        print(f"reference: the for-loop implementation {{BASELINE_KWARGS}} on contiguous {{DTYPE}} parameters on {{DEVICE}}")
     else:
         expected = exact
         print("reference: the for-loop implementation in float64 on the CPU")

@@ -63,7 +63,7 @@ def run(spec: OptimSpec, configuration: Configuration, config: OptimConfig) -> R
     return attempt(
         spec.cls, kwargs(spec, configuration.implementation, configuration.option),
         layout=configuration.layout, dtype=dtype, device=configuration.device, steps=config.steps, seed=config.seed,
-        names=spec.params, closure=spec.closure,
+        names=spec.params, closure=spec.closure, zero=configuration.zero,
     )
 
 

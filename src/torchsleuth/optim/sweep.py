@@ -1,8 +1,12 @@
 """``optim.sweep``: the optimizer matrix end to end, into the store; and what it leaves on disk.
 
 Design note. The matrix runs in this process, one configuration after the
-other, in the order ``matrix.plan`` gives (each baseline before what is
-judged against it; references are computed once and shared). Each
+other, in the order ``plan.plan`` gives (each baseline before what is
+judged against it; references are computed once and shared), on one CPU
+thread: the parameters have at most 240 elements, too few for a kernel to
+split, and on a busy machine the other threads' barriers cost a fused
+step tens of milliseconds (bench/optim.md); the thread count is restored
+after. Each
 configuration becomes one ``Outcome`` in the store, keyed by its case id,
 so a killed run resumes where it stopped, as ``torchsleuth ops`` does: the
 unfinished run with the same config key is continued and its stored
@@ -15,6 +19,8 @@ package's repro scripts), so the terminal summary, the findings file and
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import time
 from collections.abc import Iterable
@@ -24,7 +30,7 @@ from ..judge.records import Finding, Outcome
 from ..report import outputs
 from ..run.imports import load_imports
 from ..sweep import Progress, SweepResult, run_frame
-from . import judge, matrix, repro, run as running
+from . import contracts, edges, judge, matrix, plan, repro, run as running
 from .matrix import Configuration, OptimConfig, OptimSpec
 
 
@@ -85,7 +91,7 @@ def sweep(config: OptimConfig, *, db: str | Path, progress: Progress | None = No
     load_imports(config.imports)
     specs = {s.name: s for s in matrix.discover(config.optimizers)}
     with run_frame(config, db=db, progress=progress, out=out, json=json, junit=junit, scripts=scripts(config)) as frame:
-        planned = matrix.plan(list(specs.values()), config)
+        planned = plan.plan(list(specs.values()), config)
         done = set()
         for unit in {c.case.unit for c in planned}:
             done |= frame.store.cases_done(frame.run.id, unit)
@@ -93,12 +99,27 @@ def sweep(config: OptimConfig, *, db: str | Path, progress: Progress | None = No
             for s in specs.values():
                 for parameter, why in s.refused if s.params else ():
                     frame.note("optim", f"{s.name} runs without {parameter}: it refused it ({why})")
+            for line in plan.notes(list(specs.values()), config):
+                frame.note("optim", line)
         frame.start(units=len(planned), done=sum(c.case.id in done for c in planned))
         references = _References(config)
-        for configuration in planned:
-            if configuration.case.id not in done:
-                frame.record(_outcome(configuration, specs[configuration.optimizer], config, references))
+        with _one_thread():
+            for configuration in planned:
+                if configuration.case.id not in done:
+                    frame.record(_outcome(configuration, specs[configuration.optimizer], config, references))
     return frame.result
+
+
+@contextlib.contextmanager
+def _one_thread():
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _outcome(configuration: Configuration, spec: OptimSpec, config: OptimConfig, references: _References) -> Outcome:
@@ -122,17 +143,35 @@ def _judge(configuration: Configuration, spec: OptimSpec, config: OptimConfig, r
         ran = running.run(spec, configuration, config)
     if ran.trajectory is None:  # named by optimizer: the summary counts reasons, and "view size..." alone names nothing
         return ran.status, f"{configuration.optimizer}: {ran.reason}", ()
+    if configuration.zero:  # the zero-gradient contract alone: no reference
+        return "pass", "", (contracts.unkept(configuration, spec, ran.trajectory, steps=config.steps)
+                            + judge.outside(configuration, ran.trajectory, config.steps))
+    exact = references.exact(spec, configuration)
     if configuration.is_baseline or not references.sound(spec, configuration):
-        exact = references.exact(spec, configuration)
         if exact.ran.trajectory is None:
             return "skip", f"{configuration.optimizer}: no reference, the float64 for-loop run raised {exact.ran.reason}", ()
-        if configuration.is_baseline:
-            return "pass", "", references.verdict(spec, configuration)
-        return "pass", "", references.precision(spec, configuration, ran)
-    found = judge.findings(configuration, ran.trajectory, references.baseline(spec, configuration).trajectory,
-                           reference="layout", sensitivity=references.exact(spec, configuration).sensitivity,
-                           u=references.exact(spec, configuration).u, steps=config.steps)
-    return "pass", "", found
+        found = references.verdict(spec, configuration) if configuration.is_baseline else references.precision(spec, configuration, ran)
+    else:
+        found = judge.findings(configuration, ran.trajectory, references.baseline(spec, configuration).trajectory,
+                               reference="layout", sensitivity=exact.sensitivity, u=exact.u, steps=config.steps)
+    return "pass", "", found + _contracts(configuration, spec, config, references, ran, exact)
+
+
+def _contracts(configuration, spec, config, references: _References, ran: running.Ran, exact: running.Exact) -> tuple:
+    """The lr=0 contract of a seeded run, and the tensor-form contract of a baseline (contracts.py)."""
+    found = ()
+    if not config.edges:
+        return found
+    if not contracts.lr_zero(spec, configuration.option):
+        found += contracts.unkept(configuration, spec, ran.trajectory, steps=config.steps, exact=exact.ran.trajectory,
+                                  sensitivity=exact.sensitivity)
+    plain = edges.number_form(spec, configuration.option) if configuration.is_baseline else None
+    if plain is not None:
+        numbers = references.baseline(spec, dataclasses.replace(configuration, option=plain))
+        if numbers.trajectory is not None:
+            found += contracts.tensor_form(configuration, spec, ran.trajectory, numbers.trajectory, steps=config.steps,
+                                           sensitivity=exact.sensitivity, u=exact.u)
+    return found
 
 
 def scripts(config: OptimConfig) -> outputs.Scripts:
