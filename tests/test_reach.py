@@ -1,4 +1,5 @@
-"""Kernel reach: the overloads an op's cases reach, the ``overloads`` search, undeclared siblings, coverage.
+"""Kernel reach: the overloads an op's cases reach, the ``overloads`` search, undeclared siblings, coverage
+(with the internal kernels the ``internal`` search calls directly), entries named by a Python path.
 
 Plants replace one aten CPU kernel (``torch.library``, as tests/test_planted.py
 does) with one that is wrong only where OpInfo's samples never go: in
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+from types import SimpleNamespace
 
 import torch
 from rich.console import Console
@@ -18,6 +20,7 @@ from rich.console import Console
 from torchsleuth import SweepConfig, resolve_ops
 from torchsleuth.cases import opinfo, reach
 from torchsleuth.report import findings_file, terminal
+from torchsleuth.store import coverage
 from torchsleuth.run.samples import samples_of
 from torchsleuth.run.search import overloads
 
@@ -135,3 +138,75 @@ def test_coverage_counts_reached_overloads_and_names_the_unreached(run_sweep):
     searched = run_sweep(config("add", variants=("functional", "inplace", "out"), search=("overloads",)))
     [add] = searched.coverage.ops
     assert set(add.reached) == set(add.found) and not add.unreached, add
+
+
+def summary_line(result) -> str:
+    screen = io.StringIO()
+    terminal.summary(result, console=Console(file=screen, width=200))
+    return next(line for line in screen.getvalue().splitlines() if line.startswith("kernel coverage"))
+
+
+def coverage_in_the_file(result) -> dict:
+    data = findings_file.document(command="ops", device="cpu", torch_version=torch.__version__, cases=result.cases, seconds=1.0,
+                                  findings=(), groups=(), repro_paths={}, coverage=result.coverage)
+    return json.loads(json.dumps(data))["coverage"]
+
+
+def test_internal_kernels_called_directly_are_counted_apart_from_the_ops_own(run_sweep):
+    searched = run_sweep(config("nn.functional.group_norm", search=("internal",), samples=1))
+    [group_norm] = searched.coverage.ops
+    assert "aten.native_group_norm.default" in group_norm.internal, group_norm
+    assert not set(group_norm.internal) & set(group_norm.found)  # not the op's own overloads: found and reached keep their meaning
+    assert searched.coverage.internal == len(group_norm.internal) > 0
+    n = searched.coverage.internal
+    assert summary_line(searched) == (f"kernel coverage: {len(group_norm.reached)} of {len(group_norm.found)} aten overloads reached, over 1 op; "
+                                      f"{n} internal kernel{'s' if n != 1 else ''} called directly")
+    written = coverage_in_the_file(searched)
+    assert written["internal_called"] == n and written["ops"][0]["internal_called"] == list(group_norm.internal)
+    assert (written["found"], written["reached"]) == (searched.coverage.found, searched.coverage.reached)
+
+    plain = run_sweep(config("nn.functional.group_norm", samples=1))
+    [group_norm] = plain.coverage.ops
+    assert group_norm.internal == () and plain.coverage.internal == 0
+    assert summary_line(plain).endswith("over 1 op; 0 internal kernels called directly")
+    written = coverage_in_the_file(plain)
+    assert written["internal_called"] == 0 and written["ops"][0]["internal_called"] == []
+
+
+def test_only_judged_cases_that_call_an_internal_kernel_count():
+    def row(case_id: str, status: str):
+        return (case_id, status, "", 0.1)
+
+    rows = [row("nn.functional.group_norm|functional|float32|cpu|s0|contiguous|internal:aten.native_group_norm.default#0>0", "pass"),
+            row("nn.functional.group_norm|functional|float32|cpu|s0|input=transposed|internal:aten.native_group_norm.default#0>0", "finding"),
+            row("softmax|functional|float32|cpu|s0|input=strided|internal:aten._softmax.default#0", "raised"),  # refused: not covered
+            row("add|functional|float32|cpu|s0|contiguous|scalar:args[0]@aten.add.Scalar", "pass"),  # the op's own overload
+            row("add|functional|float32|cpu|s1|contiguous", "pass")]
+    assert coverage.called_directly(rows) == {"nn.functional.group_norm": {"aten.native_group_norm.default"}}
+
+
+# --- (d) entries named by a Python path --------------------------------------------------------
+
+
+def test_an_entry_named_by_its_python_path_gets_the_packet_aten_has():
+    named = {"nn.functional.embedding": "embedding", "nn.functional.celu": "celu", "nn.functional.threshold": "threshold",
+             "nn.functional.one_hot": "one_hot", "nn.functional.pixel_shuffle": "pixel_shuffle", "special.bessel_j0": "special_bessel_j0",
+             "linalg.tensorinv": "linalg_tensorinv", "torch._scaled_mm": "_scaled_mm", "torch.ops.aten._safe_softmax.default": "_safe_softmax",
+             "nn.functional.relu": "relu", "softmax": "softmax", "add": "add"}  # the last three: OpInfo's own aten name, kept
+    for name, packet in named.items():
+        entry = opinfo.get(name)
+        assert reach.aten_name(entry) == packet and packet in reach.packets(entry), (name, reach.packets(entry))
+    assert {"aten.embedding.default", "aten.embedding_dense_backward.default"} <= set(reach.found(opinfo.get("nn.functional.embedding")))
+    # an entry with no aten name at all: the path alone
+    for path, packet in {"nn.functional.softmax": "softmax", "nn.functional.relu": "relu", "nn.functional.embedding": "embedding"}.items():
+        assert reach.aten_name(SimpleNamespace(name=path)) == packet and reach.packets(SimpleNamespace(name=path))
+    # no aten op of its own: nothing found (not masked.sum -> sum, nor signal.windows.hamming -> hamming_window)
+    for name in ("masked.sum", "signal.windows.hamming", "nn.functional.interpolate.bilinear", "nn.functional.grid_sample"):
+        assert reach.packets(opinfo.get(name)) == (), name
+
+
+def test_the_coverage_of_an_entry_named_by_its_python_path_is_not_empty(run_sweep):
+    result = run_sweep(config("nn.functional.embedding", variants=("functional", "backward"), samples=1))
+    [embedding] = result.coverage.ops
+    assert {"aten.embedding.default", "aten.embedding_dense_backward.default"} <= set(embedding.reached), embedding
+    assert dict(embedding.unreached)["aten.embedding.out"] == "no out= case"

@@ -40,9 +40,36 @@ KERNEL_KEYS = ("CPU", "CompositeExplicitAutograd", "CompositeExplicitAutogradNon
 COMPOSITE_IMPLICIT = "CompositeImplicitAutograd"
 
 
+# Python namespaces whose functions aten names with the namespace as a prefix (torch.special.erfcx: aten::special_erfcx).
+PREFIXED = ("special", "linalg", "fft")
+
+
 def aten_name(entry) -> str:
-    """The aten packet an entry's functional variant is named after ("add", "relu" for nn.functional.relu)."""
-    return getattr(entry, "aten_name", None) or entry.name.split(".")[0]
+    """The aten packet an entry's functional variant is named after ("add", "relu" for nn.functional.relu).
+
+    OpInfo's ``aten_name`` defaults to the entry's Python path, which names no
+    packet (``nn.functional.embedding``, ``special.bessel_j0``): then the packet
+    that path is in aten's terms, where ``torch.ops.aten`` has it (``embedding``,
+    ``special_bessel_j0``, ``_scaled_mm`` for ``torch._scaled_mm``); else the name
+    as declared, which names none (``masked.sum``: no aten op of its own).
+    """
+    declared = getattr(entry, "aten_name", None) or entry.name.split(".")[0]
+    if packet(declared) is not None:
+        return declared
+    return next((name for name in _spellings(getattr(entry, "aten_name", None) or entry.name) if packet(name) is not None), declared)
+
+
+def _spellings(path: str) -> tuple[str, ...]:
+    """The packets a Python path may call by aten's naming (see ``aten_name``), to be checked against ``torch.ops.aten``."""
+    parts = path.split(".")
+    if parts[:3] == ["torch", "ops", "aten"]:
+        return tuple(parts[3:4])  # torch.ops.aten._safe_softmax.default
+    parts = parts[1:] if parts[0] == "torch" else parts
+    if parts[:2] == ["nn", "functional"]:
+        return tuple(parts[2:3])  # the last component: F.embedding calls aten::embedding
+    if len(parts) == 2 and parts[0] in PREFIXED:
+        return ("_".join(parts),)
+    return tuple(parts[:1]) if len(parts) == 1 else ()
 
 
 @functools.cache

@@ -79,7 +79,7 @@ def document(
     finding's id to the case the sweep found it in, when that differs.
     ``coverage`` (a ``store.coverage.Coverage``), when given, is the top-level
     ``"coverage"`` object: per op, the aten overloads found, reached, and never
-    reached with why.
+    reached with why, and the internal kernels called directly (``internal_called``).
     """
     groups = list(groups)
     found_as = found_as or {}
@@ -105,10 +105,12 @@ def document(
 
 
 def _coverage(coverage) -> dict[str, Any]:
-    """Kernel coverage: overloads reached of those found, per op; the unreached with why; undeclared variants' cases."""
+    """Kernel coverage: overloads reached of those found, per op; the unreached with why; undeclared variants' cases;
+    the internal kernels (not the op's own overloads) called directly."""
     return {
         "found": coverage.found,
         "reached": coverage.reached,
+        "internal_called": coverage.internal,
         "ops": [
             {
                 "op": o.op,
@@ -116,6 +118,7 @@ def _coverage(coverage) -> dict[str, Any]:
                 "reached": list(o.reached),
                 "unreached": [{"overload": overload, "why": why} for overload, why in o.unreached],
                 "undeclared_variants": {variant: cases for variant, cases in o.undeclared},
+                "internal_called": list(o.internal),
             }
             for o in coverage.ops
         ],

@@ -140,9 +140,11 @@ def render(report: view.ReportView, *, console: Console | None = None, written: 
 
 
 def _coverage(coverage, console: Console) -> None:
-    """Aten overloads reached of those found, the ones never reached and why; variants OpInfo does not declare."""
-    ops = len(coverage.ops)
-    console.print(Text(f"kernel coverage: {coverage.reached} of {coverage.found} aten overloads reached, over {ops} op{'s' if ops != 1 else ''}"))
+    """Aten overloads reached of those found, internal kernels called directly, the ones never reached and why; variants
+    OpInfo does not declare."""
+    ops, internal = len(coverage.ops), coverage.internal
+    console.print(Text(f"kernel coverage: {coverage.reached} of {coverage.found} aten overloads reached, over {ops} op{'s' if ops != 1 else ''}; "
+                       f"{internal} internal kernel{'s' if internal != 1 else ''} called directly"))
     missed = [(o.op, overload, why) for o in coverage.ops for overload, why in o.unreached]
     if missed:
         table = Table(title="never reached", title_justify="left")

@@ -9,6 +9,14 @@ case passed a Python number (``--search overloads``), the kernel is a
 composite one no trace can see, or no sample reaches it. Variants swept that
 OpInfo does not declare (``cases.opinfo.undeclared``) are counted apart.
 Only runs of ``ops`` have OpInfo ops to cover.
+
+The internal aten kernels an op dispatches to (``aten._softmax`` under
+``softmax``) are not the op's own overloads, so they are neither found nor
+reached; the ``internal`` search calls them directly (an edit
+``internal:aten._softmax.default#0``, ``cases.reach.called``). Those a judged
+case called so are counted apart, per op (``OpCoverage.internal``), read from
+the stored case ids: the ``reached`` table holds them too, but among every
+kernel a trace named.
 """
 
 from __future__ import annotations
@@ -16,6 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..cases import opinfo, reach
+from ..cases.records import Case
+
+# The outcomes whose case was judged: the store keeps what these reached (a kernel that refused the call is not covered).
+JUDGED = ("pass", "finding")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -25,6 +37,7 @@ class OpCoverage:
     reached: tuple[str, ...]  # those some case reached
     unreached: tuple[tuple[str, str], ...]  # (overload, why no case reached it)
     undeclared: tuple[tuple[str, int], ...] = ()  # (variant, cases) swept beyond OpInfo's declared variants
+    internal: tuple[str, ...] = ()  # internal overloads, not of the op's packets, a judged case called directly
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -40,6 +53,11 @@ class Coverage:
         return sum(len(o.reached) for o in self.ops)
 
     @property
+    def internal(self) -> int:
+        """Internal overloads called directly, counted per op (as ``found`` and ``reached`` are)."""
+        return sum(len(o.internal) for o in self.ops)
+
+    @property
     def undeclared(self) -> int:
         """Cases of variants OpInfo does not declare."""
         return sum(n for o in self.ops for _, n in o.undeclared)
@@ -51,6 +69,7 @@ def of_run(store, run) -> Coverage:
         return Coverage()
     counts = store.variant_counts(run.id)
     reached = store.reached(run.id)
+    direct = called_directly(store.outcome_rows(run.id))
     searched = tuple(run.config.get("search") or ())
     catalog = opinfo.catalog()
     found = []
@@ -63,8 +82,22 @@ def of_run(store, run) -> Coverage:
         hit = tuple(o for o in overloads if o in reached.get(op, ()))
         missed = tuple((o, why(entry, o, variants, searched)) for o in overloads if o not in hit)
         extra = tuple((v, counts[(op, v)]) for v in opinfo.undeclared(entry) if (op, v) in counts)
-        found.append(OpCoverage(op=op, found=overloads, reached=hit, unreached=missed, undeclared=extra))
+        internal = tuple(sorted(o for o in direct.get(op, ()) if o not in overloads))
+        found.append(OpCoverage(op=op, found=overloads, reached=hit, unreached=missed, undeclared=extra, internal=internal))
     return Coverage(ops=tuple(found))
+
+
+def called_directly(rows) -> dict[str, set[str]]:
+    """Op -> the overloads its judged cases called by name (``internal:aten._softmax.default#0``), from ``outcome_rows``."""
+    found: dict[str, set[str]] = {}
+    for case_id, status, *_ in rows:
+        if status not in JUDGED or reach.INTERNAL + ":" not in case_id:
+            continue
+        case = Case.parse(case_id)
+        name = reach.called(case.edits)
+        if name:
+            found.setdefault(case.op, set()).add(name)
+    return found
 
 
 def why(entry, overload: str, variants: set[str], searched: tuple[str, ...]) -> str:
