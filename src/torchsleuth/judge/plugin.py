@@ -193,6 +193,8 @@ BUILTIN = Registry(modules=(
     ("sizes", "torchsleuth.oracles.sizes"),
     ("alias", "torchsleuth.oracles.alias"),
     ("repeat", "torchsleuth.oracles.repeat"),
+    ("autodiff", "torchsleuth.oracles.autodiff"),
+    ("vmap", "torchsleuth.oracles.vmap"),
     ("capability", "torchsleuth.oracles.capability"),
     ("compile", "torchsleuth.oracles.compile"),
     ("large", "torchsleuth.oracles.large"),

@@ -61,6 +61,8 @@ KIND_WORDS = {
 REFERENCES = ("layout", "device", "precision", "contract", "determinism", "isolation",
               # the deeper oracles' (deep/): each judges against its own reference
               "size", "alias", "repeat", "capability", "compile", "large",
+              # the autodiff oracle's (one mode against another, or float64 finite differences) and the vmap oracle's
+              "reverse-mode", "finite-differences", "forward-over-reverse", "vmap",
               # torchsleuth shard's: the single-device answer, the round trip, real process groups
               "sharding", "roundtrip", "gloo", "nccl")
 

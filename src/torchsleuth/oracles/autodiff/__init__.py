@@ -1,0 +1,5 @@
+"""The autodiff oracle (see oracle.py's design note)."""
+
+from .oracle import ORACLE
+
+__all__ = ["ORACLE"]

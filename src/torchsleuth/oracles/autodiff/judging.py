@@ -1,0 +1,389 @@
+"""How the ``autodiff`` oracle judges one argument of one configuration, and how it words a finding.
+
+Design note. ``Argument`` holds the call (in the case's dtype and widened to
+float64), the argument differentiated, its seeds and what the finding will
+need. ``first`` and ``second`` (see oracle.py's design note for the policy)
+raise ``Skip`` when the argument cannot be judged, return a ``Finding``, or
+None with their notes in ``notes``.
+
+Every comparison leaves out the elements where float64 finite differences
+say the function has a kink along the tangent (helpers.finite_differences):
+a disagreement there is no finding. Element-by-element comparisons of two
+modes use the judge's rule for two rounded results (derivatives.by_rule);
+comparisons with finite differences use ``helpers.FD_ATOL``, ``FD_RTOL`` and
+the difference's own error estimate (derivatives.by_differences). In the
+case's own dtype, two modes are compared only where one is far more wrong
+than the other, each against its own value in float64 along the same
+directions (helpers.lopsided): where both are as far off, the dtype is, and
+no mode is.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ...cases.records import Case
+from ...judge import calls
+from ...judge.context import Context
+from ...judge.plugin import encode_detail
+from ...judge.records import Finding, Mismatch
+from ...judge.verdict import one_line
+from ...run import call
+from . import derivatives as dv
+from . import helpers
+from .detail import (BOTH_MODES, CONTRACTION, DOUBLE_BACKWARD, FINITE, FORWARD, FORWARD_MODE, FORWARD_OVER_REVERSE, MODES, REFERENCES,
+                     REVERSE_MODE, SECOND, SECOND_MODES, Detail, seeds)
+
+
+class Skip(Exception):
+    """This argument cannot be judged; the message says why."""
+
+
+def words(value) -> str:
+    """A derivative's value as a summary prints it."""
+    if isinstance(value, complex):
+        return f"({value.real:.6g}{value.imag:+.6g}j)"
+    return f"{value:.6g}"
+
+
+class Argument:
+    """One argument of one configuration of a case, differentiated in every mode the case's form judges."""
+
+    def __init__(self, subject, case: Case, prepared: call.Prepared, path: str, index: int, op: str, function_name: str):
+        self.subject, self.case, self.prepared, self.path, self.op = subject, case, prepared, path, op
+        self.function_name = function_name
+        self.ran = calls.ran(prepared)  # the tensors before any call: what the finding's script rebuilds
+        self.T = {p: t.detach() for p, t in prepared.tensors.items()}
+        self.call = dv.as_call(prepared)
+        self.wide = dv.widened(prepared)
+        self.W, self.call_wide = self.wide.tensors, dv.as_call(self.wide)
+        self.v_seed, self.u_seed = seeds(case.sample, index)
+        self.narrow = self.wide.case.dtype != case.dtype  # the case's dtype is not float64 (complex128): judged in both
+        self.notes: list[str] = []
+
+    # --- autodiff:forward ---------------------------------------------------------------------
+
+    def first(self) -> Finding | None:
+        return self._confirmed(self._first)
+
+    def second(self) -> Finding | None:
+        return self._confirmed(self._second)
+
+    def _confirmed(self, judge) -> Finding | None:
+        """``judge``'s finding, made again where finite differences look for kinks at CONFIRM_SHIFTS points near x, not SHIFTS:
+        a tie broken towards the same element by every one of a few shifts is no derivative (and its median is no finding)."""
+        found = judge(helpers.SHIFTS)
+        if found is None:
+            return None
+        self.notes = []
+        return judge(helpers.CONFIRM_SHIFTS)
+
+    def _first(self, count: int) -> Finding | None:
+        v = helpers.tangent(self.W[self.path], self.v_seed)
+        outs = self._outputs(self.call_wide, self.W)
+        fd = self._differences(lambda: helpers.output_differences(self.call_wide, self.W, self.path, v, self._shifts(count)),
+                               [p for p, _ in outs])
+        smooth = {p: s for p, (_, _, s) in fd.items()}
+        u = [helpers.masked(c, smooth[p]) for c, (p, _) in zip(helpers.cotangents(outs, self.u_seed), outs)]
+        forward = dict(self._mode(FORWARD_MODE, helpers.forward_mode, self.call_wide, self.W, self.path, v))
+        gradient = self._mode(REVERSE_MODE, helpers.reverse_mode, self.call_wide, self.W, self.path, u)
+        reverse = self._reverse_jvp(self.call_wide, self.W, v, u)
+        found = self._first_wide(v, u, forward, gradient, reverse, fd)
+        if found is not None or not self.narrow:
+            return found
+        return self._first_narrow(smooth, fd)
+
+    def _first_wide(self, v, u, forward: dict, gradient, reverse: dict | None, fd: dict) -> Finding | None:
+        """The float64 verdict: each mode against finite differences, then the two modes against each other."""
+        off_forward = dv.by_differences(forward, fd)
+        off_reverse = dv.by_differences(reverse, fd) if reverse is not None else None
+        s_forward, size_forward = helpers.contraction([(c, helpers.masked(forward[p], fd[p][2])) for c, p in zip(u, forward)])
+        s_reverse, size_reverse = helpers.contraction([(gradient, v)])
+        allowed = helpers.CONTRACTION_ATOL + helpers.CONTRACTION_RTOL * (size_forward + size_reverse)
+        finite = math.isfinite(s_forward) and math.isfinite(s_reverse)
+        contracts = finite and abs(s_forward - s_reverse) <= allowed
+        if not finite:
+            self.notes.append(f"{self.path}: u.(Jv) = {words(s_forward)} and (u^T J).v = {words(s_reverse)} are not both finite: not compared")
+        if reverse is not None:
+            if off_reverse is not None and off_forward is None and (contracts or not finite):  # no first-order witness against it
+                self.notes.append(f"{self.path}: J v by reverse mode twice is off finite differences at {list(off_reverse.worst_index)} "
+                                  "where the contraction does not say reverse mode is: a second-derivative matter (autodiff:second)")
+                return None
+            if off_forward is not None and off_reverse is not None:
+                found = self._modes(forward, reverse, fd, v, u, suspect=_suspect(forward, reverse, fd, off_forward))
+                return found if found is not None else self._finite(BOTH_MODES, off_forward, forward, fd)
+            suspect = FORWARD_MODE if off_forward is not None else REVERSE_MODE if off_reverse is not None else ""
+            return self._modes(forward, reverse, fd, v, u, suspect=suspect)
+        if off_forward is not None:
+            if finite and not contracts:
+                return self._contraction(FORWARD_MODE, s_forward, s_reverse, allowed, fd, u)
+            return self._finite(BOTH_MODES if contracts else FORWARD_MODE, off_forward, forward, fd)
+        if finite and not contracts:
+            return self._contraction(REVERSE_MODE, s_forward, s_reverse, allowed, fd, u)
+        return None
+
+    def _first_narrow(self, smooth: dict, fd: dict) -> Finding | None:
+        """The verdict in the case's own dtype: forward mode's J v against reverse mode's, by the judge's rule."""
+        v = helpers.tangent(self.T[self.path], self.v_seed)
+        outs = self._outputs(self.call, self.T)
+        smooth = {p: smooth[p] & torch.isfinite(o.detach()).cpu() for p, o in outs}  # a value that overflowed has no derivative to judge
+        u = [helpers.masked(c, smooth[p]) for c, (p, _) in zip(helpers.cotangents(outs, self.u_seed), outs)]
+        forward = dict(self._mode(FORWARD_MODE, helpers.forward_mode, self.call, self.T, self.path, v))
+        reverse = self._reverse_jvp(self.call, self.T, v, u)
+        if reverse is None:
+            return None
+        m = dv.by_rule(self.prepared, dv.FIRST, self.path, v, u, forward, reverse, smooth, override=self.subject.override, op=self.op,
+                       noise=self._noise(dv.FIRST, self.call, self.T, v, u))
+        if m is None:
+            return None
+        v64, u64 = helpers.widen(v, self.W[self.path]), [helpers.widen(c) for c in u]
+        forward64 = dict(self._mode(FORWARD_MODE, helpers.forward_mode, self.call_wide, self.W, self.path, v64))
+        reverse64 = self._reverse_jvp(self.call_wide, self.W, v64, u64)
+        if reverse64 is None:
+            return None
+        smooth = self._lopsided(smooth, helpers.lopsided(forward, reverse, forward64, reverse64))
+        m = dv.by_rule(self.prepared, dv.FIRST, self.path, v, u, forward, reverse, smooth, override=self.subject.override, op=self.op,
+                       noise=self._noise(dv.FIRST, self.call, self.T, v, u))
+        if m is None:
+            return None
+        slack = dv.slack_at(m, reverse[m.path])
+        return self._modes_found(m, _suspect(forward, reverse, fd, m), forward, reverse, fd, self.case.dtype, slack)
+
+    # --- autodiff:second --------------------------------------------------------------------
+
+    def _second(self, count: int) -> Finding | None:
+        v = helpers.tangent(self.W[self.path], self.v_seed)
+        outs = self._outputs(self.call_wide, self.W)
+        u = helpers.cotangents(outs, self.u_seed)
+        grad = f"grad[{self.path}]"
+        fd = self._differences(lambda: helpers.gradient_differences(self.call_wide, self.W, self.path, v, self._shifts(count), u), [grad])
+        double = self._second_mode(DOUBLE_BACKWARD, helpers.double_backward, self.call_wide, self.W, u, v)
+        over = self._second_mode(FORWARD_OVER_REVERSE, helpers.forward_over_reverse, self.call_wide, self.W, u, v) if self._fwgrad() else None
+        if double is None and over is None:
+            raise Skip("neither double backward nor forward over reverse can be taken: " + "; ".join(self.notes))
+        off = {mode: dv.by_differences(value, fd) for mode, value in ((DOUBLE_BACKWARD, double), (FORWARD_OVER_REVERSE, over))
+               if value is not None}
+        for mode, m in off.items():
+            if m is not None:
+                other = over if mode == DOUBLE_BACKWARD else double
+                return self._finite(mode, m, double if mode == DOUBLE_BACKWARD else over, fd, other=other)
+        smooth = {grad: fd[grad][2]}
+        if double is not None and over is not None:
+            found = self._second_modes(self.wide, self.call_wide, double, over, smooth, fd, u, v)
+            if found is not None or not self.narrow:
+                return found
+            v, outs = helpers.tangent(self.T[self.path], self.v_seed), self._outputs(self.call, self.T)
+            u = helpers.cotangents(outs, self.u_seed)
+            double = self._second_mode(DOUBLE_BACKWARD, helpers.double_backward, self.call, self.T, u, v)
+            over = self._second_mode(FORWARD_OVER_REVERSE, helpers.forward_over_reverse, self.call, self.T, u, v)
+            if double is not None and over is not None:
+                gradient = self._mode(REVERSE_MODE, helpers.reverse_mode, self.call, self.T, self.path, u)
+                smooth = {grad: smooth[grad] & torch.isfinite(gradient).cpu()}  # a gradient that overflowed has no derivative to judge
+                return self._second_modes(self.prepared, self.call, double, over, smooth, fd, u, v)
+        return None
+
+    def _second_modes(self, prepared, call_of, double: dict, over: dict, smooth: dict, fd: dict, u, v) -> Finding | None:
+        precision = prepared.case.dtype
+        m = dv.by_rule(prepared, dv.SECOND, self.path, v, u, double, over, smooth, override=self.subject.override, op=self.op,
+                       noise=self._noise(dv.SECOND, call_of, prepared.tensors, v, u))
+        if m is not None and prepared is not self.wide:  # in the case's dtype: one mode must be off its own float64 value
+            v64, u64 = helpers.widen(v, self.W[self.path]), [helpers.widen(c) for c in u]
+            double64 = self._second_mode(DOUBLE_BACKWARD, helpers.double_backward, self.call_wide, self.W, u64, v64)
+            over64 = self._second_mode(FORWARD_OVER_REVERSE, helpers.forward_over_reverse, self.call_wide, self.W, u64, v64)
+            if double64 is None or over64 is None:
+                return None
+            smooth = self._lopsided(smooth, helpers.lopsided(double, over, double64, over64))
+            m = dv.by_rule(prepared, dv.SECOND, self.path, v, u, double, over, smooth, override=self.subject.override, op=self.op,
+                           noise=self._noise(dv.SECOND, call_of, prepared.tensors, v, u))
+        if m is None:
+            return None
+        estimate = fd[m.path][0]
+        mode = _farther({DOUBLE_BACKWARD: double, FORWARD_OVER_REVERSE: over}, estimate, m)
+        values = ((DOUBLE_BACKWARD, double), (FORWARD_OVER_REVERSE, over), ("finite differences", {m.path: estimate}))
+        summary = (f"second derivative of {self.name()} with respect to {self.argument()}: double backward differs from forward over "
+                   f"reverse by {m.max_abs_err:.3g} (allowed {m.allowed:.3g}) at element {list(m.worst_index)}{self._in(precision)}; "
+                   f"float64 finite differences give {words(dv.at(estimate, m.worst_index))}, siding with "
+                   f"{FORWARD_OVER_REVERSE if mode == DOUBLE_BACKWARD else DOUBLE_BACKWARD}")
+        return self._finding(SECOND_MODES, mode, summary, m, values, precision=precision, slack=dv.slack_at(m, over[m.path]))
+
+    # --- the pieces -------------------------------------------------------------------------
+
+    def _outputs(self, call_of, T) -> list:
+        try:
+            outs = helpers.outputs(call_of(T))
+        except Exception as e:
+            raise Skip(f"the call raises: {one_line(e)}") from None
+        if not outs:
+            raise Skip("the call has no floating or complex output to differentiate")
+        return outs
+
+    def _differences(self, make, paths: list[str]) -> dict:
+        """Float64 central differences by leaf path; Skip when nothing is smooth (every element at a kink)."""
+        try:
+            found = dict(zip(paths, make()))
+        except Exception as e:
+            raise Skip(f"the call on moved copies raises: {one_line(e)}") from None
+        total = sum(s.numel() for _, _, s in found.values())
+        infinite = sum(int((~torch.isfinite(e)).sum()) for e, _, _ in found.values())
+        kinks = sum(int((~s & torch.isfinite(e)).sum()) for e, _, s in found.values())
+        left = []
+        if kinks:
+            left.append(f"at a kink: {kinks} of {total} element(s) not differentiable along the tangent with respect to {self.path} "
+                        "(float64 one-sided differences disagree or are unstable)")
+        if infinite:
+            left.append(f"not finite: {infinite} of {total} element(s) whose float64 differences are NaN or infinite")
+        if total and kinks + infinite == total:
+            raise Skip("; ".join(left) + ": nothing left to judge")
+        self.notes += [f"{words}: not judged there" for words in left]
+        return found
+
+    def _mode(self, mode: str, helper, *args):
+        try:
+            return helper(*args)
+        except Exception as e:
+            raise Skip(f"{mode} raises: {one_line(e)}") from None
+
+    def _reverse_jvp(self, call_of, T, v, u) -> dict | None:
+        try:
+            return dict(helpers.reverse_jvp(call_of, T, self.path, v, u))
+        except Exception as e:
+            self.notes.append(f"{self.path}: J v by reverse mode twice raises ({one_line(e)}): the modes compared as contractions")
+            return None
+
+    def _second_mode(self, mode: str, helper, call_of, T, u, v) -> dict | None:
+        try:
+            return {f"grad[{self.path}]": helper(call_of, T, self.path, u, v)}
+        except Exception as e:
+            self.notes.append(f"{self.path}: {mode} raises: {one_line(e)}")
+            return None
+
+    def _noise(self, order: str, call_of, T: dict, v, u):
+        """``noise()``: the rounding noise of both modes' computations of this order, summed by leaf (derivatives.noise)."""
+        path, grad = self.path, f"grad[{self.path}]"
+        if order == dv.FIRST:
+            modes = (lambda T, v, u: dict(helpers.forward_mode(call_of, T, path, v)),
+                     lambda T, v, u: dict(helpers.reverse_jvp(call_of, T, path, v, u)))
+        else:
+            modes = (lambda T, v, u: {grad: helpers.double_backward(call_of, T, path, u, v)},
+                     lambda T, v, u: {grad: helpers.forward_over_reverse(call_of, T, path, u, v)})
+
+        def measure() -> dict:
+            total: dict = {}
+            for compute in modes:
+                try:
+                    moves = dv.noise(compute, {p: t for p, t in T.items()}, v, u)
+                except Exception:  # a nudged input the call refuses: no noise measured, none allowed
+                    continue
+                for p, n in moves.items():
+                    total[p] = total[p] + n if p in total else n
+            return total
+
+        return measure
+
+    def _lopsided(self, smooth: dict, lopsided: dict) -> dict:
+        """``smooth`` where one mode is off its float64 value far more than the other (derivatives.lopsided); noted where not."""
+        even = sum(int((smooth[p] & ~lopsided[p]).sum()) for p in smooth)
+        if even:
+            self.notes.append(f"{self.path}: in {self.case.dtype}, both modes as far from their float64 values at {even} element(s): "
+                              "rounding of the dtype, not judged there")
+        return {p: smooth[p] & lopsided[p] for p in smooth}
+
+    def _shifts(self, count: int) -> list:
+        return helpers.shifts(self.W[self.path], self.v_seed, count)
+
+    def _fwgrad(self) -> bool:
+        return bool(getattr(self.subject.entry, "supports_fwgrad_bwgrad", False))
+
+    # --- findings ---------------------------------------------------------------------------
+
+    def _modes(self, forward: dict, reverse: dict, fd: dict, v, u, *, suspect: str) -> Finding | None:
+        """Forward mode's J v against reverse mode's in float64, element by element. With a ``suspect`` (the mode off finite
+        differences), within finite differences' tolerance; without one, by the judge's rule, the suspect then being the
+        mode farther from finite differences at the worst element."""
+        if suspect:
+            m = dv.by_differences(forward, {p: (reverse[p], fd[p][1], fd[p][2]) for p in reverse})
+            slack = 0.0
+        else:
+            smooth = {p: s for p, (_, _, s) in fd.items()}
+            m = dv.by_rule(self.wide, dv.FIRST, self.path, v, u, forward, reverse, smooth, override=self.subject.override, op=self.op,
+                           noise=self._noise(dv.FIRST, self.call_wide, self.W, v, u))
+            slack = dv.slack_at(m, reverse[m.path]) if m is not None else 0.0
+        if m is None:
+            return None
+        return self._modes_found(m, suspect or _suspect(forward, reverse, fd, m), forward, reverse, fd, self.wide.case.dtype, slack)
+
+    def _modes_found(self, m: Mismatch, mode: str, forward: dict, reverse: dict, fd: dict, precision: str, slack: float) -> Finding:
+        other = REVERSE_MODE if mode == FORWARD_MODE else FORWARD_MODE
+        estimate = dv.at(fd[m.path][0], m.worst_index)
+        values = ((FORWARD_MODE, forward), (REVERSE_MODE, reverse), ("finite differences", {p: e for p, (e, _, _) in fd.items()}))
+        summary = (f"{mode.replace(' mode', '-mode')} derivative of {self.name()} with respect to {self.argument()} differs from {other} by "
+                   f"{m.max_abs_err:.3g} (allowed {m.allowed:.3g}) at element {list(m.worst_index)} of {m.path}{self._in(precision)}; "
+                   f"float64 finite differences give {words(estimate)}, siding with {other}")
+        return self._finding(MODES, mode, summary, m, values, precision=precision, slack=slack)
+
+    def _contraction(self, mode: str, s_forward: float, s_reverse: float, allowed: float, fd: dict, u) -> Finding:
+        s_fd, _ = helpers.contraction([(c, helpers.masked(e, s)) for c, (e, _, s) in zip(u, fd.values())])
+        other = REVERSE_MODE if mode == FORWARD_MODE else FORWARD_MODE
+        summary = (f"{mode.replace(' mode', '-mode')} derivative of {self.name()} with respect to {self.argument()} disagrees with {other}: "
+                   f"u.(Jv) = {words(s_forward)} by forward mode, (u^T J).v = {words(s_reverse)} by reverse mode (allowed difference "
+                   f"{allowed:.3g}){self._in(self.wide.case.dtype)}; float64 finite differences give u.(Jv) = {words(s_fd)}")
+        m = Mismatch(path="u.(Jv)", attribute="values", expected=words(s_reverse if mode == FORWARD_MODE else s_forward),
+                     actual=words(s_forward if mode == FORWARD_MODE else s_reverse), mismatched=1, numel=1,
+                     max_abs_err=abs(s_forward - s_reverse), atol=helpers.CONTRACTION_ATOL, rtol=helpers.CONTRACTION_RTOL, allowed=allowed)
+        values = ((f"{FORWARD_MODE} u.(Jv)", s_forward), (f"{REVERSE_MODE} (u^T J).v", s_reverse), ("finite differences u.(Jv)", s_fd))
+        return self._finding(CONTRACTION, mode, summary, m, values, precision=self.wide.case.dtype, slack=0.0)
+
+    def _finite(self, mode: str, m: Mismatch, value: dict, fd: dict, *, other: dict | None = None) -> Finding:
+        estimate, actual = dv.at(fd[m.path][0], m.worst_index), dv.at(value[m.path], m.worst_index)
+        second = m.path.startswith("grad[")
+        what = f"second derivative of {self.name()} with respect to {self.argument()}" if second else \
+            f"derivative of {self.name()} with respect to {self.argument()}"
+        who = {BOTH_MODES: "forward and reverse mode agree but give"}.get(mode, f"{mode} gives")
+        summary = (f"{what}: {who} {words(actual)} where float64 finite differences give {words(estimate)} at element "
+                   f"{list(m.worst_index)} of {m.path} (off by {m.max_abs_err:.3g}, allowed {m.allowed:.3g})")
+        values = [(mode, value), ("finite differences", {p: e for p, (e, _, _) in fd.items()})]
+        if other is not None:
+            other_mode = FORWARD_OVER_REVERSE if mode == DOUBLE_BACKWARD else DOUBLE_BACKWARD
+            summary += f"; {other_mode} gives {words(dv.at(other[m.path], m.worst_index))}"
+            values.insert(1, (other_mode, other))
+        return self._finding(FINITE, mode, summary, m, tuple(values), precision=self.wide.case.dtype, slack=0.0)
+
+    def _finding(self, check: str, mode: str, summary: str, m: Mismatch, values, *, precision: str, slack: float) -> Finding:
+        form = SECOND if check in (SECOND_MODES,) or m.path.startswith("grad[") else FORWARD
+        shown = tuple(f"{name}: {words(v if isinstance(v, (int, float, complex)) else dv.at(v[m.path], m.worst_index))}" for name, v in values)
+        detail = Detail(form=form, check=check, mode=mode, argument=self.path, precision=precision, layout=self.case.layout_of(self.path),
+                        tangent_seed=self.v_seed, cotangent_seed=self.u_seed, output="" if check == CONTRACTION else m.path,
+                        index=tuple(m.worst_index), atol=m.atol, rtol=m.rtol, slack=slack, values=shown)
+        sentence = (f"{mode} judged against {REFERENCES[check].replace('-', ' ')}; derivatives with respect to {self.path} "
+                    f"({detail.layout}) in {precision} along a tangent seeded {self.v_seed}, cotangents seeded {self.u_seed}: "
+                    + ", ".join(shown))
+        spec = call.call_spec(self.prepared, self.ran, self.function_name)
+        return calls.finding(self.case, kind="gradient_mismatch", reference=REFERENCES[check], op=self.op, summary=summary, mismatch=m,
+                             call_spec=spec, detail=sentence, data=encode_detail(detail))
+
+    # --- words ------------------------------------------------------------------------------
+
+    def name(self) -> str:
+        return f"{Context.short_op(self.op)} [{self.case.dtype}]"
+
+    def argument(self) -> str:
+        layout = self.case.layout_of(self.path)
+        return self.path if layout == "contiguous" else f"a {layout} {self.path}"
+
+    def _in(self, precision: str) -> str:
+        return f" (in {precision})" if precision != self.case.dtype else ""
+
+
+def _farther(sides: dict, estimate: torch.Tensor, m: Mismatch) -> str:
+    """The side (of two, by name) farther from float64's central difference ``estimate`` at ``m``'s worst element (NaN: farthest)."""
+    e = dv.at(estimate, m.worst_index)
+    error = {name: abs(dv.at(value[m.path], m.worst_index) - e) for name, value in sides.items()}
+    return max(error, key=lambda name: math.inf if math.isnan(error[name]) else error[name])
+
+
+def _suspect(forward: dict, reverse: dict, fd: dict, m: Mismatch) -> str:
+    """The first-order mode farther from finite differences at ``m``'s worst element."""
+    return _farther({FORWARD_MODE: forward, REVERSE_MODE: reverse}, fd[m.path][0], m)
+
