@@ -2,6 +2,8 @@
 
     python bench/search_cost.py pointed            # 15 ops spread over the catalog, each as `torchsleuth ops --ops NAME`
     python bench/search_cost.py catalog            # the whole catalog with defaults, then with --search none, in one run
+    python bench/search_cost.py catalog --without '--oracles none' --without '--search none'
+                                                   # ... then without each named part, one after the other
 
 ``pointed`` runs the CLI exactly as a user pointing it at one op would (no
 flag but --ops; the depth makes it deep), each op into a fresh database,
@@ -60,21 +62,22 @@ def pointed(count: int) -> None:
     print(f"\nmedian {statistics.median(times.values()):.1f} s over {len(ops)} ops; slowest {slowest} {times[slowest]:.1f} s")
 
 
-def catalog(keep: str | None) -> None:
+def catalog(keep: str | None, without: list[str]) -> None:
     print("| run | cases | wall s | findings |")
     print("| --- | ---: | ---: | ---: |")
     seconds = {}
-    for name, args in (("defaults (search within the budget)", []), ("--search none", ["--search", "none"])):
+    for name, args in (("defaults (search and sampled oracles within the budget)", []), *((w, w.split()) for w in without)):
         with tempfile.TemporaryDirectory() as tmp:
-            folder = os.path.join(keep, args[-1] if args else "defaults") if keep else tmp
+            folder = os.path.join(keep, "-".join(a.strip("-") for a in args) if args else "defaults") if keep else tmp
             os.makedirs(folder, exist_ok=True)
             seconds[name], document, stdout = cli(args, folder)
         print(f"| {name} | {document['cases']} | {seconds[name]:.1f} | {len(document['findings'])} |", flush=True)
         for line in stdout.splitlines():
             if "note (search)" in line or "budget" in line:
                 print(f"    {line.strip()}")
-    first, second = seconds.values()
-    print(f"\nratio {first / second:.2f}")
+    first, *others = seconds
+    for other in others:
+        print(f"\nratio of defaults to {other}: {seconds[first] / seconds[other]:.2f}")
 
 
 def main() -> int:
@@ -82,9 +85,11 @@ def main() -> int:
     parser.add_argument("what", choices=("pointed", "catalog"))
     parser.add_argument("--ops", type=int, default=15, help="pointed: how many ops (default 15)")
     parser.add_argument("--keep", metavar="DIR", help="catalog: keep each run's database, findings file and repros under DIR")
+    parser.add_argument("--without", action="append", metavar="FLAGS",
+                        help="catalog: a run with these flags after the defaults' (repeatable; default '--search none')")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {len(os.sched_getaffinity(0))} CPUs, python {sys.version.split()[0]}\n")
-    pointed(args.ops) if args.what == "pointed" else catalog(args.keep)
+    pointed(args.ops) if args.what == "pointed" else catalog(args.keep, args.without or ["--search none"])
     return 0
 
 

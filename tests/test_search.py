@@ -14,6 +14,7 @@ import torch
 
 from torchsleuth import SweepConfig, resolve_ops, sweep
 from torchsleuth.cases.records import Case
+from torchsleuth.judge.plugin import BUILTIN
 from torchsleuth.cli.arguments import budget
 from torchsleuth.run.samples import samples_of
 from torchsleuth.run.search import long_dims, plan, within
@@ -88,7 +89,7 @@ def test_search_plans_are_deterministic_and_the_budget_spreads_over_them():
 
 
 def test_a_catalog_run_searches_within_the_budget_and_says_how_many_ran(run_sweep):
-    config = depth(cumsum_config(samples=2), deep=False)
+    config = depth(cumsum_config(samples=2), deep=False, given={"oracles"})  # no sampled oracle: the long search alone
     assert config.budget == CATALOG_BUDGET
     result = run_sweep(dataclasses.replace(config, budget=2))
     searched = [n for kind, n in result.notes if kind == "search"]
@@ -100,7 +101,36 @@ def test_depth_keeps_what_the_user_chose():
     deep = depth(base, deep=True)
     assert deep.samples == 0 and "sizes" in deep.oracles and "compile" in deep.oracles
     assert depth(base, deep=True, given={"oracles", "samples"}).oracles == ("compile",)
-    assert depth(cumsum_config(search=()), deep=False).budget == 0  # nothing to budget
+    assert depth(cumsum_config(search=()), deep=False, given={"oracles"}).budget == 0  # nothing to budget
+
+
+def test_a_catalog_run_samples_the_sampled_oracles_unless_the_user_named_oracles():
+    sampled = BUILTIN.sampled()
+    assert sampled and all(BUILTIN.get(name).cost == "cheap" for name in sampled)
+    assert depth(cumsum_config(), deep=False).sampled == sampled
+    assert depth(cumsum_config(), deep=False, given={"oracles"}).sampled == ()
+    assert depth(cumsum_config(), deep=True).sampled == ()  # deep: they run in full, among the cheap oracles
+    assert set(sampled) <= set(depth(cumsum_config(), deep=True).oracles)
+    assert depth(cumsum_config(search=()), deep=False).budget == CATALOG_BUDGET  # their cases are budgeted too
+
+
+def test_the_sampled_oracles_cases_join_the_searched_cases_within_the_budget():
+    from torchsleuth.engine import run_unit
+
+    config = depth(cumsum_config(samples=1), deep=False)
+    unit = Case(op="cumsum", variant="functional", dtype="float32", device="cpu", sample=0).unit
+
+    def ran(budget: int) -> tuple[list[str], list[str]]:
+        events = list(run_unit(unit, dataclasses.replace(config, budget=budget)))
+        return [c for kind, c in events if kind == "begin"], [n for kind, n in events if kind == "note"]
+
+    everything, _ = ran(0)
+    sampled = [c for c in everything if Case.parse(c).oracle.split(":")[0] in config.sampled]
+    assert sampled, everything  # a catalog run judges some of its cases by the sampled oracles
+    budgeted, notes = ran(3)
+    searched = [c for c in budgeted if Case.parse(c).edits or Case.parse(c).oracle]
+    assert len(searched) == 3 and len(budgeted) < len(everything)
+    assert notes and notes[0].startswith("search 3/"), notes
 
 
 @pytest.mark.parametrize("text, expected", [("8", (8, 0.0)), ("8cases", (8, 0.0)), ("30s", (0, 30.0)), ("0", (0, 0.0))])

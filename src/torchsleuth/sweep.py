@@ -208,10 +208,10 @@ def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), ora
         if "probe_dtypes" not in given:
             changes["probe_dtypes"] = True
     else:
-        if "budget" not in given and (config.search or oracles.sampled()):
-            changes["budget"] = CATALOG_BUDGET
         if "oracles" not in given:  # the sampled oracles not asked for: a share of the budget
             changes["sampled"] = tuple(o for o in oracles.sampled() if o not in config.oracles)
+        if "budget" not in given and (config.search or changes.get("sampled", config.sampled)):
+            changes["budget"] = CATALOG_BUDGET
     return dataclasses.replace(config, **changes)
 
 

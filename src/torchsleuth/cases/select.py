@@ -69,8 +69,11 @@ def resolve_variants(text: str | None) -> tuple[str, ...]:
 
 def resolve_oracles(text: str | None, oracles) -> tuple[str, ...]:
     """The oracle plug-ins named, of the registry ``oracles`` (judge.plugin.Registry); ``all`` is every one but
-    those of cost ``large``, which move gigabytes a probe (``--large``)."""
+    those of cost ``large``, which move gigabytes a probe (``--large``); ``none`` is none, not even a sample of the
+    sampled ones (``Oracle.sampled``) in a whole-catalog run."""
     known = oracles.names()
+    if text is not None and text.strip() == "none":
+        return ()
     if text is not None and text.strip() == "all":
         return tuple(name for name in known if oracles.get(name).cost != "large")
     return resolve_names(text, known, "oracle", ())

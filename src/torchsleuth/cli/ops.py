@@ -94,7 +94,8 @@ def add_parser(commands) -> None:
     p.add_argument("--junit", metavar="PATH", help="write JUnit XML for CI to PATH: a suite per op, a test case per "
                    "variant and dtype, failing with its findings; `torchsleuth report` writes it from a stored run too")
     p.add_argument("--oracles", metavar="LIST",
-                   help="deeper oracles to run as well, comma-separated, or 'all' (every one but large; see below); default none")
+                   help="deeper oracles to run as well, comma-separated, 'all' (every one but large; see below) or 'none'; "
+                        "default: the cheap ones in a pointed run, a sample of autodiff and vmap in a catalog run")
     p.add_argument("--cpu-capabilities", metavar="LIST",
                    help="the CPU instruction sets the capability oracle compares (ATEN_CPU_CAPABILITY values: default, "
                         "avx2, avx512, ...), comma-separated, or 'all'; default every one this CPU supports; "
