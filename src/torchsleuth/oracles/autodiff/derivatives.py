@@ -30,6 +30,8 @@ the tangent (and the cotangents), so it grows by their size (``scale``).
 
 from __future__ import annotations
 
+import math
+
 import dataclasses
 
 import torch
@@ -185,8 +187,10 @@ def by_differences(actual: dict, differences: dict) -> Mismatch | None:
 
 def at(value: torch.Tensor, index: tuple[int, ...]) -> complex | float:
     """One element of ``value`` as a Python number."""
-    item = value.detach().cpu()[index].item() if index else value.detach().cpu().reshape(-1)[0].item()
-    return item
+    value = value.detach().cpu()
+    if value.numel() == 0:
+        return math.nan
+    return value[index].item() if index else value.reshape(-1)[0].item()
 
 
 def slack_at(m: Mismatch, expected: torch.Tensor) -> float:

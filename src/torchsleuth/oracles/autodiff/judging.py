@@ -41,6 +41,11 @@ class Skip(Exception):
     """This argument cannot be judged; the message says why."""
 
 
+def _g(number: float | None, missing: str = "a change of class") -> str:
+    """A mismatch's distance or allowance in a summary; a change of class (NaN against a number) has neither."""
+    return missing if number is None else f"{number:.3g}"
+
+
 def words(value) -> str:
     """A derivative's value as a summary prints it."""
     if isinstance(value, complex):
@@ -203,7 +208,7 @@ class Argument:
         mode = _farther({DOUBLE_BACKWARD: double, FORWARD_OVER_REVERSE: over}, estimate, m)
         values = ((DOUBLE_BACKWARD, double), (FORWARD_OVER_REVERSE, over), ("finite differences", {m.path: estimate}))
         summary = (f"second derivative of {self.name()} with respect to {self.argument()}: double backward differs from forward over "
-                   f"reverse by {m.max_abs_err:.3g} (allowed {m.allowed:.3g}) at element {list(m.worst_index)}{self._in(precision)}; "
+                   f"reverse by {_g(m.max_abs_err)} (allowed {_g(m.allowed, 'none')}) at element {list(m.worst_index)}{self._in(precision)}; "
                    f"float64 finite differences give {words(dv.at(estimate, m.worst_index))}, siding with "
                    f"{FORWARD_OVER_REVERSE if mode == DOUBLE_BACKWARD else DOUBLE_BACKWARD}")
         return self._finding(SECOND_MODES, mode, summary, m, values, precision=precision, slack=dv.slack_at(m, over[m.path]))
@@ -319,7 +324,7 @@ class Argument:
         estimate = dv.at(fd[m.path][0], m.worst_index)
         values = ((FORWARD_MODE, forward), (REVERSE_MODE, reverse), ("finite differences", {p: e for p, (e, _, _) in fd.items()}))
         summary = (f"{mode.replace(' mode', '-mode')} derivative of {self.name()} with respect to {self.argument()} differs from {other} by "
-                   f"{m.max_abs_err:.3g} (allowed {m.allowed:.3g}) at element {list(m.worst_index)} of {m.path}{self._in(precision)}; "
+                   f"{_g(m.max_abs_err)} (allowed {_g(m.allowed, 'none')}) at element {list(m.worst_index)} of {m.path}{self._in(precision)}; "
                    f"float64 finite differences give {words(estimate)}, siding with {other}")
         return self._finding(MODES, mode, summary, m, values, precision=precision, slack=slack)
 
@@ -342,7 +347,7 @@ class Argument:
             f"derivative of {self.name()} with respect to {self.argument()}"
         who = {BOTH_MODES: "forward and reverse mode agree but give"}.get(mode, f"{mode} gives")
         summary = (f"{what}: {who} {words(actual)} where float64 finite differences give {words(estimate)} at element "
-                   f"{list(m.worst_index)} of {m.path} (off by {m.max_abs_err:.3g}, allowed {m.allowed:.3g})")
+                   f"{list(m.worst_index)} of {m.path} (off by {_g(m.max_abs_err)}, allowed {_g(m.allowed, 'none')})")
         values = [(mode, value), ("finite differences", {p: e for p, (e, _, _) in fd.items()})]
         if other is not None:
             other_mode = FORWARD_OVER_REVERSE if mode == DOUBLE_BACKWARD else DOUBLE_BACKWARD
