@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -34,3 +36,11 @@ def run_sweep(tmp_path):
         return sweep(config, db=str(tmp_path / f"runs-{next(counter)}.db"))
 
     return run
+
+
+def run_with_and_without(text: str, plant_source: str, tmp_path) -> dict[str, subprocess.CompletedProcess]:
+    """A repro script run as it is (``clean.py``) and after a plant's source (``planted.py``): what script tests compare."""
+    clean, planted = tmp_path / "clean.py", tmp_path / "planted.py"
+    clean.write_text(text)
+    planted.write_text(plant_source + "\n" + text)
+    return {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted)}

@@ -14,13 +14,12 @@ kinks (abs and relu at 0, the value search's special values) included.
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 import warnings
 
 import pytest
 import torch
 
+from conftest import run_with_and_without
 from torchsleuth import SweepConfig, resolve_ops
 from torchsleuth.cases.records import Case, Unit
 from torchsleuth.engine import run_case, run_unit
@@ -157,14 +156,6 @@ def gradient_findings(result):
 def outcomes(op: str, dtype: str = "float32", **extra):
     events = run_unit(Unit(op=op, dtype=dtype, device="cpu"), sweep_config(op, dtypes=(dtype,), **extra))
     return [o for kind, o in events if kind == "outcome" and o.case.oracle.startswith("autodiff")]
-
-
-def run_with_and_without(text: str, plant_source: str, tmp_path) -> dict[str, subprocess.CompletedProcess]:
-    """The script run as it is (``clean.py``) and after the plant's source (``planted.py``)."""
-    clean, planted_script = tmp_path / "clean.py", tmp_path / "planted.py"
-    clean.write_text(text)
-    planted_script.write_text(plant_source + "\n" + text)
-    return {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted_script)}
 
 
 # --- planning and the pieces ----------------------------------------------------------------------

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
 
+from conftest import run_with_and_without
 from torchsleuth import SweepConfig, resolve_ops
 from torchsleuth.cases.records import Case, Unit
 from torchsleuth.engine import run_case, run_unit
@@ -250,14 +249,6 @@ def test_a_findings_script_reads_its_detail_record_not_its_prose(plant, tmp_path
     assert runs["clean.py"].returncode == 0, runs["clean.py"].stdout + runs["clean.py"].stderr
     # a finding without its record (stored before findings carried one) gets a script that says why it cannot check
     assert "No repro could be generated" in repro.script(dataclasses.replace(finding, data=""))
-
-
-def run_with_and_without(text: str, plant_source: str, tmp_path) -> dict[str, subprocess.CompletedProcess]:
-    """The script run as it is (``clean.py``) and after the plant's source (``planted.py``)."""
-    clean, planted = tmp_path / "clean.py", tmp_path / "planted.py"
-    clean.write_text(text)
-    planted.write_text(plant_source + "\n" + text)
-    return {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted)}
 
 
 # --- clean ------------------------------------------------------------------------------------------

@@ -13,11 +13,10 @@ stay clean.
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 
 import pytest
 
+from conftest import run_with_and_without
 from torchsleuth import SweepConfig, resolve_ops
 from torchsleuth.cases.records import Case, Unit
 from torchsleuth.engine import run_case
@@ -105,14 +104,6 @@ def sweep_config(ops: str, **extra) -> SweepConfig:
 
 def vmap_findings(result):
     return [f for f in result.findings if f.reference == "vmap"]
-
-
-def run_with_and_without(text: str, plant_source: str, tmp_path) -> dict[str, subprocess.CompletedProcess]:
-    """The script run as it is (``clean.py``) and after the plant's source (``planted.py``)."""
-    clean, planted = tmp_path / "clean.py", tmp_path / "planted.py"
-    clean.write_text(text)
-    planted.write_text(plant_source + "\n" + text)
-    return {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted)}
 
 
 # --- planning and the batch ---------------------------------------------------------------------
