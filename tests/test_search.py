@@ -190,3 +190,10 @@ def test_pointed_at_the_op_with_defaults_the_command_finds_the_scan_bug(tmp_path
     findings = json.loads((out / "f.json").read_text())["findings"]
     grown = [f for f in findings if f["op"] == "aten.cumsum.default" and "dim:input@" in f["found_as"]]
     assert grown, [(f["op"], f["found_as"]) for f in findings]
+
+
+def test_a_sample_a_search_cannot_read_plans_nothing_for_that_search_and_the_unit_still_runs():
+    # sparse samples have no bytes to key on (the internal search keys samples by their bytes): the other searches plan
+    sample = samples_of("sparse.mm.reduce", "float32")[0]
+    planned = plan(("internal", "arguments"), "sparse.mm.reduce", "functional", "float32", sample)
+    assert planned == plan(("arguments",), "sparse.mm.reduce", "functional", "float32", sample)

@@ -52,7 +52,11 @@ def plan(searches: tuple[str, ...], op: str, variant: str, dtype: str, sample) -
     """Every edit the named searches plan for one sample and variant, in order, without repeats."""
     planned: list[tuple[str, ...]] = []
     for name in searches:
-        for edits in SEARCHES[name](op, variant, dtype, sample):
+        try:
+            found = SEARCHES[name](op, variant, dtype, sample)
+        except Exception:  # a sample a search cannot read (sparse tensors have no bytes to key on): nothing to plan
+            continue
+        for edits in found:
             if edits and edits not in planned:
                 planned.append(edits)
     return planned
