@@ -326,3 +326,15 @@ def test_real_kernels_are_clean(dtype):
     assert not [f.summary for o in found for f in o.findings]
     assert not [o.reason for o in found if o.status == "error"]
     assert sum(o.status == "pass" for o in found) >= 20, [(o.case.id, o.status, o.reason) for o in found]
+
+
+@pytest.mark.parametrize("op, dtype", [("cholesky", "float64"), ("linalg.pinv.hermitian", "float64"), ("_batch_norm_with_update", "float32")])
+def test_what_opinfos_gradcheck_differentiates_is_what_the_oracle_differentiates(run_sweep, op, dtype):
+    # cholesky reads a hermitian input (OpInfo's gradcheck_wrapper makes it so): a finite difference along any
+    # tangent leaves its domain; batch norm's saved statistics are outputs no mode differentiates, by definition.
+    # Both gave "forward and reverse mode agree but differ from finite differences" before
+    config = SweepConfig(ops=resolve_ops(op), dtypes=(dtype,), variants=("functional",), layouts=("contiguous",), samples=0,
+                         workers=0, search=(), oracles=("autodiff",))
+    result = run_sweep(config)
+    assert not result.findings, [f.summary for f in result.findings]
+    assert result.statuses.get("pass", 0) > 0, result.statuses

@@ -90,6 +90,7 @@ class Argument:
         outs = self._outputs(self.call_wide, self.W)
         fd = self._differences(lambda: helpers.output_differences(self.call_wide, self.W, self.path, v, self._shifts(count)),
                                [p for p, _ in outs])
+        fd = self._differentiable(fd, self.call_wide, self.W)
         smooth = {p: s for p, (_, _, s) in fd.items()}
         u = [helpers.masked(c, smooth[p]) for c, (p, _) in zip(helpers.cotangents(outs, self.u_seed), outs)]
         forward = dict(self._mode(FORWARD_MODE, helpers.forward_mode, self.call_wide, self.W, self.path, v))
@@ -223,6 +224,18 @@ class Argument:
         if not outs:
             raise Skip("the call has no floating or complex output to differentiate")
         return outs
+
+    def _differentiable(self, fd: dict, call_of, T) -> dict:
+        """``fd`` with the outputs autograd defines no derivative for left unjudged (their smooth masks emptied): batch
+        norm's saved statistics depend on the input, but no mode differentiates them, by definition."""
+        U = dict(T)
+        with torch.enable_grad():
+            U[self.path] = T[self.path].detach().clone().requires_grad_(True)
+            try:
+                outs = dict(helpers.outputs(call_of(U)))
+            except Exception:
+                return fd
+        return {p: (e, x, s if p in outs and outs[p].requires_grad else torch.zeros_like(s)) for p, (e, x, s) in fd.items()}
 
     def _differences(self, make, paths: list[str]) -> dict:
         """Float64 central differences by leaf path; Skip when nothing is smooth (every element at a kink)."""

@@ -145,7 +145,7 @@ def run(subject: Subject) -> Outcome:
     while configurations:
         config = configurations.pop(0)
         try:
-            prepared = calls.make_call(config, subject.function, subject.sample)
+            prepared = calls.make_call(config, differentiated(subject), subject.sample)
         except Exception as e:
             return Outcome(case=case, status="raised", reason="the call could not be made: " + one_line(getattr(e, "error", e)))
         paths = [p for p, t in prepared.tensors.items() if helpers.inexact(t) and t.numel()]
@@ -167,6 +167,21 @@ def run(subject: Subject) -> Outcome:
                 return Outcome(case=case, status="finding", findings=(found,))
     reason = "; ".join(dict.fromkeys(notes))
     return Outcome(case=case, status="pass" if judged else "skip", reason=reason)
+
+
+def differentiated(subject: Subject):
+    """What OpInfo's own gradcheck differentiates: the op through the entry's ``gradcheck_wrapper`` (cholesky's input
+    made hermitian, a triangular solve's made triangular: a finite difference along any other tangent leaves the
+    op's domain) and its result through the sample's ``output_process_fn_grad`` (batch norm's saved statistics are
+    no output a derivative is defined for)."""
+    wrapper = getattr(subject.entry, "gradcheck_wrapper", None) or (lambda op, *args, **kwargs: op(*args, **kwargs))
+    process = getattr(subject.sample, "output_process_fn_grad", None) or (lambda out: out)
+    function = subject.function
+
+    def call(*args, **kwargs):
+        return process(wrapper(function, *args, **kwargs))
+
+    return call
 
 
 def unfair_sets(edits: tuple[str, ...]) -> list[str]:
