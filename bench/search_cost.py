@@ -4,6 +4,8 @@
     python bench/search_cost.py catalog            # the whole catalog with defaults, then with --search none, in one run
     python bench/search_cost.py catalog --without '--oracles none' --without '--search none'
                                                    # ... then without each named part, one after the other
+    python bench/search_cost.py catalog --every 8 --without '--oracles none' --without '--search none'
+                                                   # ... then without each named part, one after the other
 
 ``pointed`` runs the CLI exactly as a user pointing it at one op would (no
 flag but --ops; the depth makes it deep), each op into a fresh database,
@@ -62,7 +64,9 @@ def pointed(count: int) -> None:
     print(f"\nmedian {statistics.median(times.values()):.1f} s over {len(ops)} ops; slowest {slowest} {times[slowest]:.1f} s")
 
 
-def catalog(keep: str | None, without: list[str]) -> None:
+def catalog(keep: str | None, without: list[str], every: int = 1) -> None:
+    """The catalog (every ``every``-th op of it, when above 1: a catalog run, --depth catalog) with defaults, then without each part."""
+    chosen = [] if every <= 1 else ["--ops", ",".join(resolve_ops(None)[::every]), "--depth", "catalog"]
     print("| run | cases | wall s | findings |")
     print("| --- | ---: | ---: | ---: |")
     seconds = {}
@@ -70,7 +74,7 @@ def catalog(keep: str | None, without: list[str]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             folder = os.path.join(keep, "-".join(a.strip("-") for a in args) if args else "defaults") if keep else tmp
             os.makedirs(folder, exist_ok=True)
-            seconds[name], document, stdout = cli(args, folder)
+            seconds[name], document, stdout = cli([*chosen, *args], folder)
         print(f"| {name} | {document['cases']} | {seconds[name]:.1f} | {len(document['findings'])} |", flush=True)
         for line in stdout.splitlines():
             if "note (search)" in line or "budget" in line:
@@ -85,11 +89,12 @@ def main() -> int:
     parser.add_argument("what", choices=("pointed", "catalog"))
     parser.add_argument("--ops", type=int, default=15, help="pointed: how many ops (default 15)")
     parser.add_argument("--keep", metavar="DIR", help="catalog: keep each run's database, findings file and repros under DIR")
+    parser.add_argument("--every", type=int, default=1, metavar="K", help="catalog: every K-th op of the catalog only (default 1: all)")
     parser.add_argument("--without", action="append", metavar="FLAGS",
                         help="catalog: a run with these flags after the defaults' (repeatable; default '--search none')")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {len(os.sched_getaffinity(0))} CPUs, python {sys.version.split()[0]}\n")
-    pointed(args.ops) if args.what == "pointed" else catalog(args.keep, args.without or ["--search none"])
+    pointed(args.ops) if args.what == "pointed" else catalog(args.keep, args.without or ["--search none"], args.every)
     return 0
 
 
