@@ -5,7 +5,7 @@
     python bench/search_cost.py catalog --without '--oracles none' --without '--search none'
                                                    # ... then without each named part, one after the other
     python bench/search_cost.py catalog --every 8 --without '--oracles none' --without '--search none'
-                                                   # ... then without each named part, one after the other
+                                                   # the same over every 8th op of the catalog
 
 ``pointed`` runs the CLI exactly as a user pointing it at one op would (no
 flag but --ops; the depth makes it deep), each op into a fresh database,
