@@ -158,7 +158,9 @@ def test_ops_and_report_write_the_same_junit(plant, tmp_path, capsys):
     failure = by_name["addcmul[inplace-float32]"].find("failure")
     assert failure is not None and failure.get("type") == "dropped_write"
     assert "aten.addcmul_.default" in failure.text and "input=transposed" in failure.text and "input=strided" in failure.text
-    assert list(by_name["addcmul[functional-float32]"]) == []  # passed: nothing inside
+    # passed: no failure, error or skip inside (the cases not judged, such as the autodiff oracle's on special values
+    # it leaves to backward, are counted in <system-out>)
+    assert [child.tag for child in by_name["addcmul[functional-float32]"]] in ([], ["system-out"])
     assert (root.get("tests"), root.get("failures")) == ("2", "1")
 
     reported = tmp_path / "report.xml"
