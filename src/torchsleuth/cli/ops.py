@@ -41,9 +41,10 @@ searches (--search; calls OpInfo's samples never make, as edits of a sample):
 depth (--depth): a run pointed at a few ops (--ops naming at most {POINTED_OPS}) goes deep:
 every sample, every search with no budget, the cheap oracles
 ({", ".join(BUILTIN.of_cost("cheap"))}), the dtypes not declared probed (--probe-dtypes).
-Any other run is the catalog sweep: {DEFAULT_SAMPLES} samples per op and dtype, every search
-within --budget (default {CATALOG_BUDGET} searched cases per op and dtype, spread over those
-planned; the summary says how many ran). --samples, --oracles,
+Any other run is the catalog sweep: {DEFAULT_SAMPLES} samples per op and dtype, every search and a
+sample of the cases of the oracles {", ".join(BUILTIN.sampled())} within --budget (default {CATALOG_BUDGET} searched
+cases per op and dtype, spread over those planned; the summary says how many ran; --oracles none
+leaves the sample out). --samples, --oracles,
 --search, --budget and --(no-)probe-dtypes given explicitly win over the depth.
 
 after the sweep every finding is replayed (one that does not recur is flaky,
