@@ -338,3 +338,13 @@ def test_what_opinfos_gradcheck_differentiates_is_what_the_oracle_differentiates
     result = run_sweep(config)
     assert not result.findings, [f.summary for f in result.findings]
     assert result.statuses.get("pass", 0) > 0, result.statuses
+
+
+def test_an_op_defined_by_its_storage_is_judged_on_its_own_layout_only(run_sweep):
+    # as_strided of a strided view reads the view's storage, gaps included; x + h v is a fresh contiguous tensor,
+    # so finite differences of a laid-out input differentiate another function (found as false positives before)
+    config = SweepConfig(ops=resolve_ops("as_strided"), dtypes=("float64",), variants=("functional",), layouts=("contiguous",),
+                         samples=0, workers=0, search=("values",), oracles=("autodiff",))
+    result = run_sweep(config)
+    assert not result.findings, [f.summary for f in result.findings]
+    assert result.statuses.get("pass", 0) > 0, result.statuses

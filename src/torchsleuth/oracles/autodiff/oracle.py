@@ -138,6 +138,9 @@ def run(subject: Subject) -> Outcome:
         return Outcome(case=case, status="skip", reason="the op draws random numbers: its derivatives are not a function of its inputs")
     if facts.uninitialized:
         return Outcome(case=case, status="skip", reason="the result is uninitialized memory: nothing to differentiate")
+    if facts.storage_defined and case.layouts:  # as_strided of a strided view reads its storage; x + h v is a fresh one
+        return Outcome(case=case, status="skip", reason="the op is defined by its input's storage: finite differences of a "
+                       "laid-out input move other storage, so only the sample's own layout is judged")
     function_name = opinfo.public_name(subject.entry, "functional")
     notes: list[str] = []
     judged = 0
@@ -151,7 +154,7 @@ def run(subject: Subject) -> Outcome:
         paths = [p for p, t in prepared.tensors.items() if helpers.inexact(t) and t.numel()]
         if not paths:
             return Outcome(case=case, status="skip", reason="no floating or complex tensor argument to differentiate")
-        if config is case and not case.layouts:
+        if config is case and not case.layouts and not facts.storage_defined:
             configurations += laid_out(case, prepared, paths)
         where = f" ({', '.join(f'{p} {layout}' for p, layout in config.layouts)})" if config.layouts else ""
         for index, path in enumerate(paths):
