@@ -113,8 +113,11 @@ def run(args) -> int:
         from ..shard import torchrun
 
         result = torchrun.run(config, db=db, out=out, json=args.json, progress=None if args.no_progress else _Lines())
-        if result is None:
-            return ExitCode.CLEAN
+        code = ExitCode.CLEAN
+        if result is not None:
+            terminal.summary(result, written=result.written)
+            code = ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
+        torchrun.leave(code)
     else:
         from ..shard.sweep import sweep
 
