@@ -93,7 +93,8 @@ def kinds(text: str | None) -> tuple[str, ...]:
 
 def parse(text: str) -> tuple:
     """The DTensor placements ``S1.R`` names."""
-    from torch.distributed.tensor import Partial, Replicate, Shard
+    api = support.dtensor()
+    Partial, Replicate, Shard = api.Partial, api.Replicate, api.Shard
 
     found = []
     for part in text.split("."):
@@ -116,7 +117,8 @@ def parse(text: str) -> tuple:
 
 def text(placements) -> str:
     """The short text of DTensor placements (the inverse of ``parse``)."""
-    from torch.distributed.tensor import Partial, Replicate, Shard
+    api = support.dtensor()
+    Partial, Replicate, Shard = api.Partial, api.Replicate, api.Shard
 
     strided = support.strided_shard()
     parts = []

@@ -48,7 +48,7 @@ from ..cases.records import Case
 from ..judge import compare as cmp
 from ..judge.tolerance import table
 from ..run import tree
-from . import cases as shard_cases, composites, placements as placing, split
+from . import cases as shard_cases, composites, placements as placing, split, support
 
 UNSUPPORTED = re.compile(
     r"sharding strategy|sharding propagation|not supported|not implemented|does not support|doesn't support|"
@@ -180,7 +180,8 @@ def place(t: torch.Tensor, placement: str, world, *, plain: bool = False):
     itself: the self-check case (composites.SELF_CHECK) that keeps that bug
     in sight.
     """
-    from torch.distributed.tensor import DTensor, Partial, Replicate, distribute_tensor
+    api = support.dtensor()
+    DTensor, Partial, Replicate, distribute_tensor = api.DTensor, api.Partial, api.Replicate, api.distribute_tensor
 
     wanted = placing.parse(placement)
     replicated = [Replicate() if isinstance(p, Partial) else p for p in wanted]
@@ -244,7 +245,7 @@ def _compute(function, sample, args, kwargs, tensors, grad_paths, device, watch=
 
 
 def _gradients(sample, out, dtensors, grad_paths, world) -> dict:
-    from torch.distributed.tensor import Replicate, distribute_tensor
+    Replicate, distribute_tensor = support.dtensor().Replicate, support.dtensor().distribute_tensor
 
     outs = [v for _, v in tree.output_leaves(sample.output_process_fn_grad(out)) if isinstance(v, torch.Tensor) and v.requires_grad]
     if not outs:
@@ -287,9 +288,7 @@ def _cpu(value):
 
 
 def _is_dtensor(value) -> bool:
-    from torch.distributed.tensor import DTensor
-
-    return isinstance(value, DTensor)
+    return isinstance(value, support.dtensor().DTensor)
 
 
 def _differentiable(t: torch.Tensor) -> bool:
@@ -326,7 +325,7 @@ class _Trace(TorchDispatchMode):
         self.steps: list[Step] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        from torch.distributed.tensor import DTensor
+        DTensor = support.dtensor().DTensor
 
         kwargs = kwargs or {}
         flat = torch.utils._pytree.tree_leaves((args, kwargs))
@@ -342,7 +341,7 @@ class _Trace(TorchDispatchMode):
 
     def _reference(self, func, args, kwargs):
         """``func`` on the full values of its DTensor arguments (every rank's); None when that is not possible."""
-        from torch.distributed.tensor import DTensor
+        DTensor = support.dtensor().DTensor
 
         if func._schema.is_mutable:
             return None  # in place: its inputs are gone once it ran; checked through the ops that use the result

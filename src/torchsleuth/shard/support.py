@@ -1,42 +1,77 @@
 """What this torch offers ``torchsleuth shard``, found by feature, never by version number.
 
-Design note. ``torchsleuth shard`` needs DTensor (``torch.distributed.tensor``)
-and, to simulate a mesh in one process, ``LocalTensorMode``
-(``torch.distributed._local_tensor``, torch 2.10 and later) with the ``fake``
-process-group backend. ``_StridedShard`` is optional: where a torch lacks it,
-strided placements are left out of the matrix and the summary says so. Each
-check imports the thing itself, so a backport or a removal is seen as it is.
+Design note. ``torchsleuth shard`` needs DTensor: public as
+``torch.distributed.tensor`` from torch 2.5, private as
+``torch.distributed._tensor`` in 2.4 (the same classes). Everything in this
+package takes DTensor's names from ``dtensor()``, never from either module
+directly, so the same code runs on both. Two features are optional, each
+found by importing it:
+
+* ``LocalTensorMode`` (``torch.distributed._local_tensor``, torch 2.10 and
+  later) simulates a mesh in one process over the ``fake`` process-group
+  backend. Without it (``simulator()`` says why) every case runs on real
+  gloo process groups the sweep spawns itself (ranks.py).
+* ``_StridedShard`` (torch 2.5 and later): without it strided placements are
+  left out of the matrix, and the run says so.
 """
 
 from __future__ import annotations
 
 import functools
+from types import SimpleNamespace
 
 
 @functools.cache
 def missing() -> str:
-    """Why shard cases cannot be simulated here, in one line; "" when they can."""
+    """Why ``torchsleuth shard`` cannot run here at all, in one line; "" when it can (on gloo ranks at least)."""
     import torch
 
     if not torch.distributed.is_available():
         return f"torch {torch.__version__} was built without torch.distributed, which torchsleuth shard needs"
     try:
-        import torch.distributed.tensor  # noqa: F401
+        dtensor()
     except ImportError as e:
-        return f"torch {torch.__version__} has no DTensor (torch.distributed.tensor: {e}); torchsleuth shard needs torch 2.10 or later"
+        return f"torch {torch.__version__} has no DTensor ({e}); torchsleuth shard needs torch 2.4 or later"
+    return ""
+
+
+@functools.cache
+def simulator() -> str:
+    """Why meshes cannot be simulated in this process, in one line; "" when ``LocalTensorMode`` can."""
+    import torch
+
     try:
         from torch.distributed._local_tensor import LocalTensorMode  # noqa: F401
+        from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: F401
     except ImportError:
-        return (f"torch {torch.__version__} has no LocalTensorMode (torch.distributed._local_tensor), which simulates "
-                "a mesh in one process; torchsleuth shard needs torch 2.10 or later")
+        return (f"torch {torch.__version__} has no LocalTensorMode (torch.distributed._local_tensor, torch 2.10 and later) "
+                "to simulate a mesh in one process")
     return ""
+
+
+@functools.cache
+def dtensor() -> SimpleNamespace:
+    """DTensor's public names on this torch: DTensor, Shard, Replicate, Partial, distribute_tensor, DeviceMesh."""
+    try:
+        from torch.distributed import tensor as module
+
+        module.DTensor  # noqa: B018 (torch 2.4 has the package, for tensor parallelism, without DTensor)
+    except (ImportError, AttributeError):
+        from torch.distributed import _tensor as module
+    from torch.distributed.device_mesh import DeviceMesh
+
+    return SimpleNamespace(DTensor=module.DTensor, Shard=module.Shard, Replicate=module.Replicate, Partial=module.Partial,
+                           distribute_tensor=module.distribute_tensor, DeviceMesh=DeviceMesh)
 
 
 @functools.cache
 def strided_shard():
     """The ``_StridedShard`` placement class, or None where this torch has none."""
-    try:
-        from torch.distributed.tensor.placement_types import _StridedShard
-    except ImportError:
-        return None
-    return _StridedShard
+    for name in ("torch.distributed.tensor.placement_types", "torch.distributed._tensor.placement_types"):
+        try:
+            module = __import__(name, fromlist=["_StridedShard"])
+        except ImportError:
+            continue
+        if hasattr(module, "_StridedShard"):
+            return module._StridedShard
+    return None

@@ -59,8 +59,9 @@ class Simulated:
         self.device = device
         key = (mesh.shape, torch.device(device).type)
         if key not in Simulated._meshes:
-            from torch.distributed.device_mesh import DeviceMesh
+            from .support import dtensor
 
+            DeviceMesh = dtensor().DeviceMesh
             mode = LocalTensorMode(frozenset(range(mesh.ranks)))
             with mode:
                 Simulated._meshes[key] = (mode, DeviceMesh(torch.device(device).type, torch.arange(mesh.ranks).reshape(mesh.shape)))
@@ -106,8 +107,9 @@ class Real:
 
     def __init__(self, mesh: Mesh, device: str = "cpu"):
         import torch.distributed as dist
-        from torch.distributed.device_mesh import DeviceMesh
+        from .support import dtensor
 
+        DeviceMesh = dtensor().DeviceMesh
         if dist.get_world_size() != mesh.ranks:
             raise RuntimeError(f"mesh {mesh.name} needs {mesh.ranks} ranks; the process group has {dist.get_world_size()}")
         self.mesh = mesh
