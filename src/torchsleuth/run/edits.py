@@ -13,6 +13,14 @@ short string:
 * ``dim:PATH@D>K`` tiles dim ``D`` of the one tensor ``PATH`` to ``K``
   entries (entry ``i`` holds entry ``i % size``): the large oracle's long
   rows.
+* ``grow:S>K`` grows every dimension of size ``S``, in every tensor, to ``K``
+  entries: entry ``i`` repeats entry ``i % S``, floating entries scaled by
+  ``1 - r / (r + 2)`` in repeat ``r`` (same sign, no larger, not equal), so
+  that a large enough shape to shard keeps its domain (probabilities, logs'
+  positives) and its shards differ; integers and bools repeat exactly (an
+  index stays valid). Sizes named in a list or tuple argument (a
+  ``normalized_shape``, a ``view``'s shape) follow; a lone int does not (it is
+  more likely a dim or an index). The shard command's targeted samples.
 * ``values:PATH=zeros|ones|small`` replaces one tensor's values by zeros,
   ones, or the small integers -2..2 in turn (0..4 for unsigned types,
   False/True for bool).
@@ -21,6 +29,8 @@ Edits apply in order to the sample made on the CPU, before any layout.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 
@@ -41,6 +51,10 @@ def stretch(path: str, dim: int, new: int) -> str:
     return f"dim:{path}@{dim}>{new}"
 
 
+def grow(old: int, new: int) -> str:
+    return f"grow:{old}>{new}"
+
+
 def values(path: str, kind: str) -> str:
     return f"values:{path}={kind}"
 
@@ -57,6 +71,10 @@ def apply(sample: Sample, edits: tuple[str, ...], *, op: str = "") -> Sample:
             where, new = rest.rsplit(">", 1)
             target, dim = where.rsplit("@", 1)
             sample = _map(sample, lambda path, t: _tiled(t, int(dim), int(new)) if path == target else t)
+        elif verb == "grow":
+            old, new = (int(x) for x in rest.split(">"))
+            sample = _map(sample, lambda path, t: _grown(t, old, new))
+            sample = _sizes_follow(sample, old, new)
         elif verb == "values":
             target, kind = rest.rsplit("=", 1)
             if kind not in VALUES:
@@ -65,7 +83,7 @@ def apply(sample: Sample, edits: tuple[str, ...], *, op: str = "") -> Sample:
         elif verb in search_verbs.VERBS:  # the search's own edits (run.search)
             sample = search_verbs.apply(verb, sample, rest, op=op)
         else:
-            allowed = ", ".join(("size:S>K", "dim:PATH@D>K", "values:PATH=KIND", *search_verbs.FORMS))
+            allowed = ", ".join(("size:S>K", "grow:S>K", "dim:PATH@D>K", "values:PATH=KIND", *search_verbs.FORMS))
             raise UsageError(f"unknown sample edit {edit!r}; allowed: {allowed}")
     return sample
 
@@ -104,6 +122,29 @@ def _tiled(t: torch.Tensor, dim: int, new: int) -> torch.Tensor:
     """``t`` with dim ``dim`` tiled to ``new`` entries: entry i holds entry i % its size."""
     reps = [-(-new // t.shape[dim]) if i == dim else 1 for i in range(t.dim())]
     return t.repeat(*reps).narrow(dim, 0, new).contiguous()
+
+
+def _grown(t: torch.Tensor, old: int, new: int) -> torch.Tensor:
+    for dim, d in enumerate(t.shape):
+        if d != old or new <= old:
+            continue
+        index = torch.arange(new)
+        t = t.index_select(dim, index % old)
+        if t.is_floating_point() or t.is_complex():
+            repeat = (index // old).to(torch.float64)
+            scale = (1 - repeat / (repeat + 2)).to(t.dtype if t.is_floating_point() else t.real.dtype)
+            t = t * scale.reshape([-1 if i == dim else 1 for i in range(t.dim())])
+    return t.contiguous()
+
+
+def _sizes_follow(sample: Sample, old: int, new: int) -> Sample:
+    def follow(value):
+        if isinstance(value, (tuple, list)) and value and all(type(v) is int for v in value):
+            return type(value)(new if v == old else v for v in value)
+        return value
+
+    return dataclasses.replace(sample, args=tuple(follow(a) for a in sample.args),
+                               kwargs={k: follow(v) for k, v in sample.kwargs.items()})
 
 
 def _simple(t: torch.Tensor, kind: str) -> torch.Tensor:

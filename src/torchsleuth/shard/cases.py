@@ -35,10 +35,10 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ..cases import opinfo
-from ..cases.plan import spread
 from ..cases.records import Case, Unit
 from ..run import edits as sample_edits, tree
-from . import composites, placements as placing
+from . import composites, placements as placing, targeted
+from . import surface
 
 VARIANTS = ("functional", "backward")
 DEFAULT_DTYPES = ("float32",)
@@ -47,6 +47,7 @@ DEFAULT_SAMPLES = 1
 DEFAULT_COMBINATIONS = 6
 DEFAULT_GLOO = 16
 MAX_ELEMENTS = 4096
+DEEP_PARTS = 8  # a deep run's units per op and dtype (fixed, so that a run resumes whatever its --workers)
 ORACLE = "shard:"
 
 
@@ -71,6 +72,7 @@ class ShardConfig:
     workers: int = 0  # processes the matrix is spread over (0: this one)
     timeout: float = 300.0  # seconds a case may take in a worker before it is a hang
     threads: int = 1
+    deep: bool = False  # a run pointed at a few ops: targeted.py's plan of every placement that matters
 
     def key(self) -> str:
         fields = asdict(self)
@@ -96,14 +98,16 @@ def is_shard_case(case: Case) -> bool:
 
 
 def all_ops() -> tuple[str, ...]:
-    """Every op the shard catalog has: the OpInfo catalog and the composite chains."""
-    return tuple(sorted(opinfo.catalog())) + composites.names()
+    """Every op the shard catalog has: the OpInfo catalog, the composite chains and the surface chains."""
+    return tuple(sorted(opinfo.catalog())) + composites.names() + surface.names()
 
 
 def function(op: str):
     """The callable a case of ``op`` calls (its functional variant)."""
     if composites.is_composite(op):
         return composites.function(op)
+    if surface.is_surface(op):
+        return surface.function(op)
     return opinfo.get(op).op
 
 
@@ -111,6 +115,8 @@ def function(op: str):
 def _samples(op: str, dtype: str) -> tuple:
     if composites.is_composite(op):
         return tuple(composites.samples(op, dtype))
+    if surface.is_surface(op):
+        return tuple(surface.samples(op, dtype))
     from ..run.samples import samples_of
 
     return tuple(samples_of(op, dtype))
@@ -128,6 +134,8 @@ def sample_of(case: Case):
 def supported_dtypes(op: str, *, backward: bool) -> set[str]:
     if composites.is_composite(op):
         return set(composites.DTYPES)
+    if surface.is_surface(op):
+        return set(surface.DTYPES)
     entry = opinfo.get(op)
     return {str(d).removeprefix("torch.") for d in opinfo.dtypes(entry, "cpu", backward=backward)}
 
@@ -137,30 +145,59 @@ def variants_of(op: str) -> tuple[str, ...]:
         return ("functional",)
     if composites.is_composite(op):
         return VARIANTS
+    if surface.is_surface(op):
+        return surface.variants(op)
     found = opinfo.functions(opinfo.get(op))
     return tuple(v for v in VARIANTS if v in found)
 
 
-def units(config: ShardConfig) -> list[Unit]:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Part:
+    """A share of one op and dtype's cases (every ``parts``-th from ``part``): a deep run's unit of work, so that a run
+    pointed at one op still spreads over the workers. A catalog run's parts are whole (``parts == 1``)."""
+
+    op: str
+    dtype: str
+    device: str
+    part: int = 0
+    parts: int = 1
+
+    @property
+    def key(self) -> str:
+        whole = f"{self.op}|{self.dtype}|{self.device}"
+        return whole if self.parts == 1 else f"{whole}|{self.part + 1}/{self.parts}"
+
+
+def units(config: ShardConfig) -> list[Part]:
+    parts = DEEP_PARTS if config.deep else 1
     found = []
     for op in config.ops or all_ops():
         dtypes = supported_dtypes(op, backward=False) | supported_dtypes(op, backward=True)
-        found.extend(Unit(op=op, dtype=d, device=config.device) for d in config.dtypes if d in dtypes)
+        found.extend(Part(op=op, dtype=d, device=config.device, part=i, parts=parts)
+                     for d in config.dtypes if d in dtypes for i in range(parts))
     return found
 
 
-def plan(unit: Unit, config: ShardConfig) -> list[Case]:
-    """Every case of one unit (see the design note)."""
+def plan(unit: Part | Unit, config: ShardConfig) -> list[Case]:
+    """Every case of one unit (see the design note; a deep config: targeted.py's plan), or of its part."""
+    found = _plan(unit, config)
+    parts = getattr(unit, "parts", 1)
+    return found if parts == 1 else found[unit.part::parts]
+
+
+def _plan(unit: Part | Unit, config: ShardConfig) -> list[Case]:
     op, dtype = unit.op, unit.dtype
     samples = samples_of(op, dtype)
     sizes = [sample_edits.elements(s) if _has_tensor(s) else -1 for s in samples]
     affordable = [i for i, n in enumerate(sizes) if 0 < n <= MAX_ELEMENTS]
-    chosen = [affordable[i] for i in spread(len(affordable), config.samples)] if config.samples else affordable
     found = []
     for variant in variants_of(op):
         if variant not in config.variants or dtype not in supported_dtypes(op, backward=variant == "backward"):
             continue
-        for index in chosen:
+        if config.deep:
+            found.extend(_deep(op, dtype, variant, affordable, samples, config))
+            continue
+        for index in _sampled(affordable, samples, config.samples):
             tensors = tree.call_leaves((samples[index].input, *samples[index].args), samples[index].kwargs)
             per_mesh = []
             for mesh_name in config.meshes:
@@ -176,6 +213,29 @@ def plan(unit: Unit, config: ShardConfig) -> list[Case]:
             budget = config.combinations * (len(config.meshes) if composites.is_composite(op) else 1)
             found.extend(spread_over[:budget] if budget else spread_over)
     return list(dict.fromkeys(found))
+
+
+def _sampled(affordable: list[int], samples, count: int) -> list[int]:
+    """The catalog's ``count`` samples (0: all): those with the most dims to shard first, in the op's order."""
+    if not count:
+        return affordable
+    best = sorted(affordable, key=lambda i: targeted.shardable(samples[i]), reverse=True)[:count]
+    return sorted(best)
+
+
+def _deep(op: str, dtype: str, variant: str, affordable: list[int], samples, config: ShardConfig) -> list[Case]:
+    """The targeted plan's cases of one variant: each argument alone on every placement, then arguments together."""
+    found = []
+    for index, edits in targeted.samples(op, dtype, affordable, samples, function(op)):
+        sample = sample_edits.apply(samples[index], edits)
+        shapes = {p: (tuple(t.shape), _dtype_name(t.dtype)) for p, t in tree.call_leaves((sample.input, *sample.args), sample.kwargs).items()}
+        for mesh_name in config.meshes:
+            mesh = placing.mesh(mesh_name)
+            placed = [{path: p} for path, (shape, dt) in shapes.items() for p in targeted.one(shape, dt, mesh, config.kinds)]
+            placed += targeted.together({p: shape for p, (shape, _) in shapes.items()}, mesh, config.kinds)
+            found += [shard_case(op=op, variant=variant, dtype=dtype, device=config.device, sample=index, mesh=mesh.name,
+                                 placed=where, edits=edits) for where in placed]
+    return found
 
 
 def _has_tensor(sample) -> bool:
