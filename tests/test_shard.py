@@ -263,7 +263,7 @@ def test_cli_finds_the_planted_rule_shrinks_it_and_writes_the_findings_file_and_
 
     out = tmp_path / "out"
     with planted_rule(torch.ops.aten.transpose.int, strided_split_factor_dropped):
-        code = main(["shard", "--workers", "0", "--ops", "composite.flatten_transpose", "--mesh", "2", "--placements", "shard",
+        code = main(["shard", "--workers", "0", "--depth", "catalog", "--ops", "composite.flatten_transpose", "--mesh", "2", "--placements", "shard",
                      "--gloo", "0", "--variants", "functional", "--combinations", "2", "--out", str(out), "--json", str(out / "f.json"),
                      "--no-progress"])
     assert code == 1
@@ -288,7 +288,7 @@ def test_cli_a_clean_selection_exits_0(tmp_path):
     from torchsleuth.cli.main import main
 
     # in a pool of two workers, as the command runs by default
-    code = main(["shard", "--workers", "2", "--ops", "composite.flatten_softmax", "--mesh", "2x2", "--gloo", "0", "--combinations", "3",
+    code = main(["shard", "--workers", "2", "--depth", "catalog", "--ops", "composite.flatten_softmax", "--mesh", "2x2", "--gloo", "0", "--combinations", "3",
                  "--out", str(tmp_path), "--no-progress"])
     assert code == 0
 
@@ -368,8 +368,8 @@ def test_torchrun_mode_judges_on_rank_0_which_alone_writes_and_reports(tmp_path)
     (tmp_path / "rank_plant.py").write_text(RANK_PLANT)
     torchrun = Path(sys.executable).with_name("torchrun")
     done = subprocess.run([str(torchrun), "--nproc-per-node", "2", "-m", "torchsleuth.cli.main", "shard", "--backend", "gloo",
-                           "--import", "rank_plant.py", "--ops", "composite.flatten_transpose", "--mesh", "2", "--placements", "shard",
-                           "--variants", "functional", "--combinations", "2", "--out", "out", "--json", "out/f.json"],
+                           "--import", "rank_plant.py", "--depth", "catalog", "--ops", "composite.flatten_transpose", "--mesh", "2", "--placements", "shard",
+                           "--variants", "functional", "--combinations", "2", "--depth", "catalog", "--out", "out", "--json", "out/f.json"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
     # rank 0 exits 1 (findings), which torchrun reports as a failed launch
     assert done.returncode != 0 and re.search(r"exitcode\s*:\s*1\b", done.stderr), done.stdout + done.stderr
@@ -392,7 +392,8 @@ def test_cli_usage_errors_are_one_line_and_exit_2(tmp_path, capsys):
     assert len(err) == 3 and "did you mean softmax" in err[2]
 
 
-def test_a_torch_without_localtensormode_is_told_so_in_one_line_and_exits_2(tmp_path, capsys, monkeypatch):
+def test_a_torch_without_dtensor_is_told_so_in_one_line_and_exits_2(tmp_path, capsys, monkeypatch):
+    # (a torch without LocalTensorMode, before 2.10, runs every case on spawned gloo ranks: test_shard_ranks.py)
     import builtins
 
     from torchsleuth.cli.main import main
@@ -400,18 +401,21 @@ def test_a_torch_without_localtensormode_is_told_so_in_one_line_and_exits_2(tmp_
 
     real_import = builtins.__import__
 
-    def without_local_tensor(name, *args, **kwargs):  # a torch before 2.10 has no torch.distributed._local_tensor
-        if name == "torch.distributed._local_tensor":
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
+    def without_dtensor(name, globals=None, locals=None, fromlist=(), level=0):  # a torch before 2.4
+        if name in ("torch.distributed.tensor", "torch.distributed._tensor") or (
+                name == "torch.distributed" and {"tensor", "_tensor"} & set(fromlist or ())):
+            raise ImportError(f"no {name}")
+        return real_import(name, globals, locals, fromlist, level)
 
     support.missing.cache_clear()
-    monkeypatch.setattr(builtins, "__import__", without_local_tensor)
+    support.dtensor.cache_clear()
+    monkeypatch.setattr(builtins, "__import__", without_dtensor)
     try:
         assert main(["shard", "--out", str(tmp_path / "out")]) == 2
     finally:
         monkeypatch.undo()
         support.missing.cache_clear()
+        support.dtensor.cache_clear()
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "has no LocalTensorMode" in err[0] and "torch 2.10 or later" in err[0], err
+    assert len(err) == 1 and "has no DTensor" in err[0] and "torch 2.4 or later" in err[0], err
     assert not (tmp_path / "out").exists()

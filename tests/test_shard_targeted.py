@@ -144,6 +144,8 @@ def test_each_reduction_rule_bug_of_the_seed_story_is_found_by_a_pointed_run_wit
     placements = {a.get("placement", "") for f in data["findings"] for a in f["args"]} | {f["summary"] for f in data["findings"]}
     wanted = "Partial" if mode.startswith("keepdim") else "_StridedShard"
     assert any(wanted in p or "SS" in p for p in placements), placements
+    # one rule's bug on every dim and split factor is one group per kind of placement, not one per placement
+    assert len(data["groups"]) <= 8 < len(data["findings"]), [g["summary"] for g in data["groups"]]
 
 
 @pytest.mark.parametrize("op", ["sum", "softmax"])

@@ -28,6 +28,7 @@ shrink stage's neighbour tests wrote for it, when there is one.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -40,6 +41,9 @@ from ..shrink.records import Diagnosis, Shrunk
 # records carry their own, cases.layouts.Layout.property): torchsleuth optim's
 # parameter with gaps. Any other name (a shard placement) is its own class.
 OTHER_PROPERTY_CLASS = {"sliced": "strides"}
+# A shard placement's text (shard/placements.py): one placement per mesh dim, joined by dots.
+_PLACEMENT = re.compile(r"^(R|S\d+|P(sum|avg|max|min)|SS\d+x\d+)(\.(R|S\d+|P(sum|avg|max|min)|SS\d+x\d+))*$")
+_PLACEMENT_KINDS = {"R": "Replicate", "S": "Shard", "SS": "_StridedShard"}
 _CLASS_WORDS = {"strides": "non-contiguous", "offset": "offset", "stride 0": "expanded", "empty": "empty"}
 
 
@@ -60,9 +64,18 @@ def triggers(finding: Finding, shrunk: Shrunk | None = None) -> tuple[tuple[str,
 
 
 def property_class(layout: str) -> str:
-    """What ``layout`` gives an argument, for the key: layouts of one class usually reach the same wrong code path."""
+    """What ``layout`` gives an argument, for the key: layouts of one class usually reach the same wrong code path.
+
+    A shard placement's class is its kinds on each mesh dim, its dims and split factors left out (as a size is):
+    ``SS0x2.S0`` and ``SS1x3.S1`` are both ``_StridedShard.Shard``, one rule's bug on any dim.
+    """
     record = layouts.find(layout)
-    return record.property if record is not None else OTHER_PROPERTY_CLASS.get(layout, layout)
+    if record is not None:
+        return record.property
+    if _PLACEMENT.match(layout):
+        return ".".join(_PLACEMENT_KINDS[p.rstrip("0123456789x")] if not p.startswith("P") else f"Partial({p[1:]})"
+                        for p in layout.split("."))
+    return OTHER_PROPERTY_CLASS.get(layout, layout)
 
 
 def key(finding: Finding, shrunk: Shrunk | None = None) -> tuple:

@@ -215,6 +215,18 @@ def _plan(unit: Part | Unit, config: ShardConfig) -> list[Case]:
     return list(dict.fromkeys(found))
 
 
+def depth_words(config: ShardConfig) -> str:
+    """What the plan covered and left out, in one line for the run's notes."""
+    if config.deep:
+        return ("deep: every placement that matters (each dim Shard, uneven and even, _StridedShard at each split factor, "
+                "Partial of each reduction, the 2-D placements training makes) of each op's shardable samples, as given "
+                "and grown, over every dim it reduces")
+    samples = f"{config.samples} sample{'s' if config.samples != 1 else ''}" if config.samples else "every sample"
+    placements = f"{config.combinations} placements" if config.combinations else "every placement"
+    return (f"catalog: {samples} per op and dtype (most dims first), {placements} per sample and variant; "
+            "point --ops at a few ops for every placement that matters")
+
+
 def _sampled(affordable: list[int], samples, count: int) -> list[int]:
     """The catalog's ``count`` samples (0: all): those with the most dims to shard first, in the op's order."""
     if not count:

@@ -24,15 +24,25 @@ near-tie). The allowance is computed only when the table alone fails: most
 cases pay for no float64 runs. A wrong rule is off by the values
 themselves, orders of magnitude beyond it.
 
-Two more finding kinds belong to the simulator, never to the op:
-``roundtrip_mismatch`` (an argument does not come back from distribute ->
-``full_tensor()``: the op was not judged on that placement) and
-``simulator_mismatch`` (gloo.py: LocalTensorMode and real process groups
-disagree).
+Two more finding kinds are never the op's: ``roundtrip_mismatch`` (an
+argument does not come back from distribute -> ``full_tensor()``, so the op
+was not judged on that placement) and ``simulator_mismatch`` (gloo.py:
+LocalTensorMode and real process groups disagree). A simulated case that
+LocalTensorMode cannot judge (a round trip that fails, a result it cannot
+gather) is, in a sweep, rerun on real gloo ranks (``recheck``: its
+simulated outcome a skip that says so, with no finding yet), and the round
+trip's finding says whose bug it is (``roundtrip_finding``): the
+simulator's, when the real round trip succeeds; DTensor's own
+(distribute_tensor/full_tensor on real process groups) when it fails there
+too; "not rechecked" when the case was only simulated. A case that left its
+real ranks with no answer (``Ran.status`` "hang") is a ``hang`` finding,
+as a worker that hangs is in the ops sweep; "error" is torchsleuth's own
+failure on a rank.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import torch
@@ -40,6 +50,7 @@ import torch
 from ..cases import opinfo
 from ..cases.records import Case, VARIANT_WORDS
 from ..judge import compare as cmp
+from ..judge.isolation import isolation_outcome
 from ..judge.records import Finding, Mismatch, Outcome
 from ..judge.tolerance import SCALE_ULPS, slack_factor, table
 from ..dtypes import unit_roundoff
@@ -47,32 +58,50 @@ from ..run import tree
 from ..run.records import CallSpec, TensorSpec
 from . import cases as shard_cases, composites, placements as placing
 from .run import Ran, _compute
+from . import randomness, surface
 
 NUDGES = 2
+# In the reason of a simulated case LocalTensorMode could not judge, which the sweep reruns on real gloo ranks.
+RECHECK = "rerun on real gloo ranks"
 
 
-def outcome(case: Case, ran: Ran, *, blame=None, seconds: float = 0.0) -> Outcome:
-    """The case's outcome from what it gave; ``blame()`` reruns it naming the wrong rule (only on a finding)."""
-    if ran.status in ("skip",):
-        return Outcome(case=case, status="skip", reason=_named(case, ran.reason), seconds=seconds)
+def outcome(case: Case, ran: Ran, *, blame=None, seconds: float = 0.0, backend: str = "", recheck: bool = False) -> Outcome:
+    """The case's outcome from what it gave; ``blame()`` reruns it naming the wrong rule (only on a finding).
+
+    ``backend``: the real process groups ``ran`` came from ("gloo", "nccl"),
+    "" when simulated. ``recheck``: a case the simulator cannot judge is left
+    to the sweep's rerun on real ranks (see the design note).
+    """
+    if ran.status == "skip":
+        again = recheck and ran.facts.get("simulator_failure")
+        return Outcome(case=case, status="skip", reason=_named(case, ran.reason) + (f"; {RECHECK}" if again else ""),
+                       seconds=seconds)
     if ran.status == "unsupported":
         return Outcome(case=case, status="skip", reason=f"unsupported: {_named(case, _unsupported_words(ran))}", seconds=seconds)
-    if ran.status == "raised":
-        return Outcome(case=case, status="raised", reason=_named(case, ran.reason), seconds=seconds)
+    if ran.status in ("raised", "error"):
+        return Outcome(case=case, status=ran.status, reason=_named(case, ran.reason), seconds=seconds)
+    if ran.status == "hang":
+        return dataclasses.replace(isolation_outcome(case, "hang", ran.reason), seconds=seconds)
+    if ran.status == "roundtrip" and recheck and not backend:
+        return Outcome(case=case, status="skip", reason=f"not judged under LocalTensorMode ({RECHECK}): {ran.reason}",
+                       seconds=seconds)
     if ran.status == "roundtrip":
-        finding = roundtrip_finding(case, ran)
+        finding = roundtrip_finding(case, ran, backend=backend)
         return Outcome(case=case, status="skip", reason=f"not judged: {finding.summary} ({finding.id})", findings=(finding,),
                        seconds=seconds)
     if ran.status == "claim":
         path = ran.reason.split(":", 1)[0]
         wrong = [([], Mismatch(path=path, attribute="placement", expected=f"local values {placing.words(ran.claimed.get(path, ''))} describes",
                                actual=ran.reason.split(": ", 1)[1][:300]))]
+    elif surface.is_random(case.op):  # values drawn under one seed: what DTensor promises (randomness.py)
+        wrong = randomness.mismatches(case.op.removeprefix(surface.PREFIX), ran, shard_cases.sample_of(case).input,
+                                      placed={p for p, _ in case.layouts}, ranks=shard_cases.mesh_of(case).ranks)
     else:
         wrong = mismatches(case, ran)
     if not wrong:
         return Outcome(case=case, status="pass", seconds=seconds)
     steps = ran.steps
-    if blame is not None:
+    if blame is not None and not surface.is_random(case.op):  # a rerun would draw other values
         try:
             again = blame()
             steps = again.steps or steps
@@ -211,17 +240,33 @@ def _sharding(case: Case, ran: Ran, wrong, steps, op: str, summary: str, worst: 
     )
 
 
-def roundtrip_finding(case: Case, ran: Ran) -> Finding:
+def roundtrip_finding(case: Case, ran: Ran, *, backend: str = "", confirmed: bool = False) -> Finding:
+    """An argument that did not come back from distribute -> full_tensor(), and whose bug that is.
+
+    ``backend`` ("gloo", "nccl"): ``ran`` is from real process groups, so
+    DTensor itself fails. Else ``ran`` is simulated: with ``confirmed`` the
+    same round trip succeeded on real gloo ranks (the simulator's bug);
+    without, it was not rechecked.
+    """
     path, placement, wrong = ran.roundtrip
     mesh = shard_cases.mesh_of(case)
     sample = shard_cases.sample_of(case)
     t = tree.call_leaves((sample.input, *sample.args), sample.kwargs)[path]
-    key = f"roundtrip|{mesh.name}|{placement}|{case.dtype}|{list(t.shape)}|{case.device}"
-    summary = (f"a {case.dtype} tensor of shape {list(t.shape)} placed {placing.words(placement)} on a {mesh.name} mesh "
-               f"does not come back from distribute -> full_tensor(): {wrong.describe()}")
+    key = f"roundtrip|{mesh.name}|{placement}|{case.dtype}|{list(t.shape)}|{case.device}" + (f"|{backend}" if backend else "")
+    tensor = f"a {case.dtype} tensor of shape {list(t.shape)} placed {placing.words(placement)} on a {mesh.name} mesh"
+    if backend:
+        summary = (f"DTensor's distribute_tensor -> full_tensor() does not give back {tensor} on real {backend} process groups: "
+                   f"{wrong.describe()}. A bug in DTensor itself, not in the simulator; the op was not judged on that placement.")
+    elif confirmed:
+        summary = (f"LocalTensorMode (PyTorch's simulator) does not give back {tensor} through distribute -> full_tensor(): "
+                   f"{wrong.describe()}. On real gloo process groups it comes back: a bug in the simulator, not in DTensor "
+                   f"(the op was judged on gloo ranks instead).")
+    else:
+        summary = (f"{tensor} does not come back from distribute -> full_tensor() under LocalTensorMode: {wrong.describe()} "
+                   "(not rechecked on real process groups: the simulator or DTensor is in question).")
     return Finding(
         id=_id(key, "roundtrip_mismatch"), kind="roundtrip_mismatch", op="distribute_tensor", opinfo=case.op, variant=case.variant,
-        dtype=case.dtype, device=case.device, reference="roundtrip", case_id=case.id, layouts=((path, placement),),
+        dtype=case.dtype, device=case.device, reference=backend or "roundtrip", case_id=case.id, layouts=((path, placement),),
         summary=summary, mismatch=wrong, call=call_spec(case), detail=ran.reason,
     )
 
@@ -294,6 +339,8 @@ def call_spec(case: Case) -> CallSpec:
         why = ""
     if composites.is_composite(case.op):
         name = composites.source(case.op)
+    elif surface.is_surface(case.op):
+        name = surface.source(case.op)
     else:
         name = opinfo.public_name(opinfo.get(case.op), "functional")
         if not name and not why:

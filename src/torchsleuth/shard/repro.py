@@ -11,7 +11,10 @@ the mesh with ``LocalTensorMode`` in one process; launched with
 ``torchrun --nproc-per-node N`` (the header gives the command) it runs on
 real process groups (gloo on the CPU, NCCL for cuda), which is how a
 ``simulator_mismatch`` or ``roundtrip_mismatch`` is told from a DTensor
-bug. It prints the wrong and the right result and exits 1 while the bug is
+bug. On a torch without LocalTensorMode (before 2.10) the plain run starts
+N gloo processes of its own (the script itself, ranks through a file
+store); DTensor's names come from ``torch.distributed._tensor`` on torch
+2.4. It prints the wrong and the right result and exits 1 while the bug is
 present, 0 once it is gone, 2 when it cannot check.
 """
 
@@ -31,6 +34,7 @@ from ..cases.records import Case
 from ..judge.records import Finding
 from ..run import tree
 from . import cases as shard_cases, composites, placements as placing, split
+from . import surface
 
 
 def write_scripts(findings: Iterable[Finding], config, out: str | Path) -> dict[str, Path]:
@@ -59,6 +63,8 @@ def script(finding: Finding) -> str:
     call = finding.call
     if composites.is_composite(case.op):
         function = f"({composites.source(case.op)})"
+    elif surface.is_surface(case.op):  # the chain's own source (a Python number it reads made a tensor, as judged)
+        function = surface.repro_source(case.op)
     elif call is not None and call.function:
         function = call.function
     else:
@@ -85,7 +91,8 @@ def script(finding: Finding) -> str:
         f"#   finding    {' '.join(finding.summary.split())}",
         f"#   found with torch {torch.__version__}, torchsleuth {__version__}; case {finding.case_id}",
         "#",
-        f"# Simulated (LocalTensorMode, one process):   python {finding.id}.py",
+        f"# Simulated (LocalTensorMode, one process):   python {finding.id}.py   (without LocalTensorMode, before torch 2.10, "
+        f"it starts {mesh.ranks} gloo processes itself)",
         f"# Real process groups (gloo on the CPU):       torchrun --nproc-per-node {mesh.ranks} {finding.id}.py",
         f"# Real process groups (NCCL on {mesh.ranks} GPUs):         TORCHSLEUTH_DEVICE=cuda torchrun --nproc-per-node {mesh.ranks} {finding.id}.py",
         "# Exit status: 1 while the bug is present, 0 once it is gone, 2 when it cannot be checked.",
@@ -93,7 +100,10 @@ def script(finding: Finding) -> str:
         "import base64, io, os, sys, zlib",
         "import torch",
         "import torch.distributed as dist",
-        "from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor",
+        "try:",
+        "    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor",
+        "except ImportError:  # torch 2.4: DTensor is torch.distributed._tensor",
+        "    from torch.distributed._tensor import DTensor, Partial, Replicate, Shard, distribute_tensor",
         "",
         constants,
         f"TENSORS = torch.load(io.BytesIO(zlib.decompress(base64.b85decode({_tensors_blob(tensors)!r}))))",
@@ -128,7 +138,10 @@ def _unrepresentable(finding: Finding, why: str) -> str:
 _MAIN = '''
 
 def placements(text):
-    from torch.distributed.tensor.placement_types import _StridedShard
+    try:
+        from torch.distributed.tensor.placement_types import _StridedShard
+    except ImportError:  # torch 2.4 (which has no _StridedShard: such a case was not planned there)
+        _StridedShard = None
     found = []
     for part in text.split("."):
         if part == "R":
@@ -171,6 +184,24 @@ def results(T):
     return found
 
 
+def spawned(ranks):
+    """This script on `ranks` gloo processes of its own, as torchrun would run it: 1 if any rank sees the bug."""
+    import subprocess
+    import tempfile
+    print(f"torch {torch.__version__} has no LocalTensorMode: running on {ranks} gloo processes", flush=True)
+    with tempfile.TemporaryDirectory() as folder:
+        env = {**os.environ, "WORLD_SIZE": str(ranks), "TORCHSLEUTH_STORE": f"file://{folder}/store"}
+        children = [subprocess.Popen([sys.executable, os.path.abspath(__file__)], env={**env, "RANK": str(r)}) for r in range(ranks)]
+        try:
+            codes = [child.wait(timeout=600) for child in children]
+        except subprocess.TimeoutExpired:
+            for child in children:
+                child.kill()
+            print("cannot check: the gloo processes did not finish in 600 s")
+            return 2
+    return 1 if 1 in codes else 0 if not any(codes) else 2
+
+
 def main():
     device = os.environ.get("TORCHSLEUTH_DEVICE", "cpu")
     real = "WORLD_SIZE" in os.environ
@@ -183,13 +214,18 @@ def main():
         p: t.detach().cpu() for p, t in TENSORS.items()}
     from torch.distributed.device_mesh import DeviceMesh
     if real:
-        dist.init_process_group("nccl" if device == "cuda" else "gloo")
+        # torchrun's env://, or the file store of the processes spawned() starts
+        dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method=os.environ.get("TORCHSLEUTH_STORE", "env://"),
+                                rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
         if device == "cuda":
             torch.cuda.set_device(dist.get_rank() % torch.cuda.device_count())
             device = f"cuda:{torch.cuda.current_device()}"
         mode, rank_ids = None, [dist.get_rank()]
     else:
-        from torch.distributed._local_tensor import LocalTensorMode
+        try:
+            from torch.distributed._local_tensor import LocalTensorMode
+        except ImportError:  # before torch 2.10 there is no simulator: real gloo processes instead
+            return spawned(ranks)
         from torch.testing._internal.distributed.fake_pg import FakeStore
         dist.init_process_group("fake", rank=0, world_size=ranks, store=FakeStore())
         mode, rank_ids = LocalTensorMode(frozenset(range(ranks))), list(range(ranks))
@@ -268,8 +304,11 @@ def main():
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        code = main()
     except Exception as e:
         print(f"cannot check: {type(e).__name__}: {e}")
-        sys.exit(2)
+        code = 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # a gloo rank's C++ teardown at interpreter exit can abort it after its work is done
 '''

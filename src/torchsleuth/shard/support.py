@@ -13,6 +13,9 @@ found by importing it:
   gloo process groups the sweep spawns itself (ranks.py).
 * ``_StridedShard`` (torch 2.5 and later): without it strided placements are
   left out of the matrix, and the run says so.
+
+``quiet_dtensor`` lives here, below every module that runs cases (the sweep,
+the spawned ranks, a torchrun rank), which each call it once per process.
 """
 
 from __future__ import annotations
@@ -75,3 +78,28 @@ def strided_shard():
         if hasattr(module, "_StridedShard"):
             return module._StridedShard
     return None
+
+
+def quiet_dtensor() -> None:
+    """DTensor's advice a sweep would print thousands of times, on purpose: quiet.
+
+    It logs every 2-D redistribution made in two steps, and warns on every
+    one-element tensor it replicates implicitly (samples have many).
+    """
+    import logging
+    import warnings
+
+    for name in ("torch.distributed.tensor._redistribute", "torch.distributed._tensor._redistribute"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="Found a non-scalar tensor with numel=1", category=UserWarning)
+    # torch 2.4, on every CPU mesh a rank makes: the cases draw no random numbers on DTensors (run.py skips those ops)
+    warnings.filterwarnings("ignore", message="DTensor random operators may not have complete support", category=UserWarning)
+
+
+def lacking(kinds: tuple[str, ...]) -> list[str]:
+    """What the matrix of placement ``kinds`` leaves out on this torch, each in a line the run says once."""
+    import torch
+
+    if "strided" in kinds and strided_shard() is None:
+        return [f"torch {torch.__version__} has no _StridedShard: strided placements left out"]
+    return []

@@ -1,12 +1,13 @@
-"""``torchsleuth shard --backend gloo|nccl``: the same cases on real process groups, under ``torchrun``.
+"""``torchsleuth shard --backend gloo|nccl`` under ``torchrun``: this process is one rank of the launch.
 
 Design note. ``torchrun --nproc-per-node N -m torchsleuth.cli.main shard --backend
 nccl --device cuda`` starts N copies of the command; each joins the process
 group torchrun describes (``env://``), binds its GPU (``LOCAL_RANK``), and
 plans the same cases in the same order from the same seeds, on the meshes
 of the selection that have exactly N ranks (a 1-D mesh of N when none has).
-Every rank runs every case in a ``world.Real``; the values each rank
-gathered are sent to rank 0 (``gather_object``), which judges them as the
+Every rank runs every case in a ``world.Real``; what each rank saw (its
+``Ran``) is sent to rank 0 (``gather_object``), which merges them as the
+spawned ranks' are merged (ranks.merge) and judges the result as the
 simulated sweep does, against the plain op on one device, and alone holds
 the run frame (sweep.run_frame): the store, the findings file and the repro
 scripts. When a case is wrong, rank 0 says so to all ranks
@@ -16,6 +17,8 @@ others nothing; the command line prints the summary and picks the exit
 status.
 Findings are not shrunk here: shrinking would need every rank to agree on
 each candidate; the repro script of each finding reruns it under torchrun.
+Without torchrun, ``--backend gloo`` spawns its own ranks (ranks.py, the
+sweep); NCCL needs a launch.
 """
 
 from __future__ import annotations
@@ -42,8 +45,9 @@ def run(config: ShardConfig, *, db: str | Path, progress: Progress | None = None
 
     from ..run.imports import load_imports
     from . import cases as shard_cases, judge, placements as placing, run as running
-    from .gloo import quiet_dtensor
-    from .sweep import scripts
+    from .ranks import merge
+    from .support import quiet_dtensor
+    from .sweep import note_lacking, scripts
     from .world import Real
 
     load_imports(config.imports)
@@ -64,31 +68,26 @@ def run(config: ShardConfig, *, db: str | Path, progress: Progress | None = None
             units = shard_cases.units(config)
             if frame is not None:
                 frame.start(units=len(units), done=0)
+                note_lacking(frame, config)
             for unit in units:
                 for case in shard_cases.plan(unit, config):
                     world = Real(shard_cases.mesh_of(case), device)
                     began = time.monotonic()
                     ran = running.run(case, world)
                     gathered = [None] * size if rank == 0 else None
-                    dist.gather_object((ran.status, ran.reason, {p: v for p, v in ran.actual.items()}), gathered, dst=0)
+                    # rank 0's expected values and trace serve all: the others send what only they saw
+                    dist.gather_object(ran if rank == 0 else dataclasses.replace(ran, expected={}, steps=()), gathered, dst=0)
                     outcome = None
                     if rank == 0:
-                        other = next(((r, g) for r, g in enumerate(gathered) if g[0] != ran.status), None)
-                        if other is not None:  # a rank that raised (or skipped) where rank 0 did not: its values are not there
-                            r, (status, reason, _) = other
-                            ran = running.Ran(status=status if status in ("skip", "unsupported", "raised") else "raised",
-                                              reason=f"rank {r} {status}: {reason}" if reason else f"rank {r}: {status}",
-                                              facts=ran.facts)
-                        else:
-                            merged = {p: [g[2][p][0] if p in g[2] else None for g in gathered] for p in ran.actual}
-                            ran = dataclasses.replace(ran, actual=merged)
-                        outcome = judge.outcome(case, ran, seconds=time.monotonic() - began)
+                        ran = merge(gathered)
+                        outcome = judge.outcome(case, ran, seconds=time.monotonic() - began, backend=config.backend)
                     flag = [outcome is not None and outcome.status == "finding"]
                     dist.broadcast_object_list(flag, src=0)
                     if flag[0]:
                         again = running.run(case, world, blame=True)
                         if rank == 0:
-                            outcome = judge.outcome(case, ran, blame=lambda: again, seconds=time.monotonic() - began)
+                            outcome = judge.outcome(case, ran, blame=lambda: again, seconds=time.monotonic() - began,
+                                                    backend=config.backend)
                     if frame is not None:
                         frame.record(outcome)
         dist.barrier()  # no rank tears the group down while another still uses it (rank 0 writes the outputs)

@@ -8,14 +8,16 @@ interface, and runs unchanged on both:
   collective DTensor issues is carried out on the local shards of all
   ranks; a result is a ``LocalTensor`` holding every rank's value.
 * ``Real``: this process is one rank of a process group torch.distributed
-  set up (gloo processes spawned by gloo.py, or a ``torchrun`` launch over
-  NCCL); collectives are real; a result is this rank's value only.
+  set up (gloo processes spawned by ranks.py, or a ``torchrun`` launch over
+  gloo or NCCL); collectives are real; a result is this rank's value only.
 
 ``values(t)`` gives every rank's value of a result this world can see
 (all of them simulated; this rank's, real); ``adjust(local, f)`` rewrites each
 rank's local value as ``f(coordinate, value)``: how Partial inputs are made
 (split.py) in both worlds alike. ``DeviceMesh`` objects are made once per
-shape and kept: the first costs most of a second.
+shape and kept: the first costs most of a second (simulated), or a
+collective that makes the sub-groups of a 2-D mesh (real: every rank makes
+its meshes in the same order, as it runs the same cases).
 """
 
 from __future__ import annotations
@@ -104,18 +106,22 @@ class Real:
     """This process as one rank of the initialized default process group, on a mesh of all its ranks."""
 
     real = True
+    # one DeviceMesh per mesh shape and device, kept for the life of the process group
+    _meshes: dict[tuple, object] = {}
 
     def __init__(self, mesh: Mesh, device: str = "cpu"):
         import torch.distributed as dist
         from .support import dtensor
 
-        DeviceMesh = dtensor().DeviceMesh
         if dist.get_world_size() != mesh.ranks:
             raise RuntimeError(f"mesh {mesh.name} needs {mesh.ranks} ranks; the process group has {dist.get_world_size()}")
         self.mesh = mesh
         self.device = device
         self.rank = dist.get_rank()
-        self.device_mesh = DeviceMesh(torch.device(device).type, torch.arange(mesh.ranks).reshape(mesh.shape))
+        key = (mesh.shape, str(torch.device(device)), id(dist.group.WORLD))
+        if key not in Real._meshes:
+            Real._meshes[key] = dtensor().DeviceMesh(torch.device(device).type, torch.arange(mesh.ranks).reshape(mesh.shape))
+        self.device_mesh = Real._meshes[key]
 
     def context(self):
         return contextlib.nullcontext()
