@@ -28,6 +28,20 @@ what it does:
   factories, and random ops under one seed (uniform_, dropout, rand_like:
   replicas equal, values in the law, a replicated draw the plain op's).
 
+depth (--depth): a run pointed at a few ops (--ops naming at most 8) goes
+  deep: the op's samples with the most dims, as OpInfo gives them (uneven
+  shards) and grown to 12 per dim (even shards, every split factor), an op
+  that takes a dim run over each dim with keepdim both ways; each argument
+  on every placement that matters (Shard(d) of every dim, _StridedShard(d,
+  sf) at every split factor that fits, Partial of each reduction; on 2-D
+  meshes [_StridedShard(d, sf), Shard(d)] as FSDP2 over tensor parallelism
+  makes, [Shard(d), Shard(e)], [Replicate, Shard(d)], [Shard(d),
+  Partial(sum)], [Replicate, Partial]), and the first two arguments sharded
+  together. One reduction (sum: about 2,000 cases, forward and backward,
+  every default mesh) takes under a minute on 2 cores. The catalog samples:
+  --samples per op (most dims first) and --combinations placements each, and
+  the run says so; point --ops at an op to go deep.
+
 the simulator is checked too:
   before an op is judged on a placement, each argument must come back from
   distribute -> full_tensor() (else roundtrip_mismatch, the op not judged);
@@ -52,6 +66,7 @@ placements (--placements, kinds): replicate, shard, partial, strided
 meshes (--mesh): 2, 3, 4 (1-D), 2x2, 2x3 (2-D), or any N / NxM
 
 examples:
+  torchsleuth shard --ops sum                         # deep: every placement that matters, under a minute
   torchsleuth shard                                   # the catalog, default budget (minutes on 2 cores)
   torchsleuth shard --ops 'composite.*,softmax,sum'  --mesh 2x2 --placements shard,strided
   torchsleuth shard --ops mm --combinations 0 --samples 0 --json mm.json   # every placement of every sample
@@ -70,7 +85,7 @@ def add_parser(commands) -> None:
 
     p = command(commands, "shard", "run ops through DTensor on every mesh and placement, judged against the single-device answer",
                 __doc__, EPILOG)
-    p.add_argument("--ops", metavar="NAMES", help="op names or globs, comma-separated (OpInfo names and composite.*); default all")
+    p.add_argument("--ops", metavar="NAMES", help="op names or globs, comma-separated (OpInfo names, composite.*, surface.*); default all")
     p.add_argument("--dtypes", metavar="LIST", help=f"dtypes from {', '.join(DTYPES)} (default {','.join(DEFAULT_DTYPES)})")
     p.add_argument("--mesh", metavar="LIST", help=f"mesh shapes, comma-separated (default {','.join(MESHES)})")
     p.add_argument("--placements", metavar="KINDS", help=f"placement kinds, comma-separated: {', '.join(KINDS)} (default all)")

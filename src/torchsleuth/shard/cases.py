@@ -240,6 +240,8 @@ def _deep(op: str, dtype: str, variant: str, affordable: list[int], samples, con
     found = []
     for index, edits in targeted.samples(op, dtype, affordable, samples, function(op)):
         sample = sample_edits.apply(samples[index], edits)
+        if edits and not _calls(op, sample):
+            continue  # grown, or its dim moved, the sample no longer fits the op (a view's shape): no case to plan
         shapes = {p: (tuple(t.shape), _dtype_name(t.dtype)) for p, t in tree.call_leaves((sample.input, *sample.args), sample.kwargs).items()}
         for mesh_name in config.meshes:
             mesh = placing.mesh(mesh_name)
@@ -248,6 +250,17 @@ def _deep(op: str, dtype: str, variant: str, affordable: list[int], samples, con
             found += [shard_case(op=op, variant=variant, dtype=dtype, device=config.device, sample=index, mesh=mesh.name,
                                  placed=where, edits=edits) for where in placed]
     return found
+
+
+def _calls(op: str, sample) -> bool:
+    """Whether the plain op runs on ``sample`` (an edited sample the op refuses makes only skips)."""
+    sample = tree.map_sample_tensors(sample, lambda path, t: t.clone())  # an in-place op must not write the cached sample
+    try:
+        with torch.no_grad():
+            function(op)(sample.input, *sample.args, **sample.kwargs)
+    except Exception:
+        return False
+    return True
 
 
 def _has_tensor(sample) -> bool:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 
 import torch
 
@@ -56,7 +57,7 @@ from ..judge.tolerance import SCALE_ULPS, slack_factor, table
 from ..dtypes import unit_roundoff
 from ..run import tree
 from ..run.records import CallSpec, TensorSpec
-from . import cases as shard_cases, composites, placements as placing
+from . import cases as shard_cases, composites, placements as placing, split
 from .run import Ran, _compute
 from . import randomness, surface
 
@@ -176,8 +177,18 @@ def _allowance(case: Case, ran: Ran) -> dict[str, torch.Tensor]:
         if u and e.numel() and (e.is_floating_point() or e.is_complex()):
             scale = float(torch.nan_to_num(e.detach().abs().to(torch.float64), nan=0.0, posinf=0.0).max())
             slack = slack + SCALE_ULPS * u * scale
+            if ran.facts.get("partial", False) and unit_roundoff(e.dtype) > u:
+                # a Partial input cast down: each rank's share is rounded in the result's dtype, not the input's
+                slack = slack + torch.nan_to_num(split.share_error(e.detach(), _partial_ranks(case)), nan=0.0, posinf=0.0)
         found[path] = slack
     return found
+
+
+def _partial_ranks(case: Case) -> int:
+    """How many ranks the shares of the case's Partial inputs are split over (the most of any argument)."""
+    shape = shard_cases.mesh_of(case).shape
+    return max((math.prod(shape[d] for d, part in enumerate(pl.split(".")) if part.startswith("P")) for _, pl in case.layouts),
+               default=1) or 1
 
 
 def _wide(t: torch.Tensor) -> torch.Tensor:
