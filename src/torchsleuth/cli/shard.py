@@ -38,7 +38,7 @@ depth (--depth): a run pointed at a few ops (--ops naming at most 8) goes
   makes, [Shard(d), Shard(e)], [Replicate, Shard(d)], [Shard(d),
   Partial(sum)], [Replicate, Partial]), and the first two arguments sharded
   together. One reduction (sum: about 2,000 cases, forward and backward,
-  every default mesh) takes under a minute on 2 cores. The catalog samples:
+  every default mesh) takes about a minute on 2 cores. The catalog samples:
   --samples per op (most dims first) and --combinations placements each, and
   the run says so; point --ops at an op to go deep.
 
@@ -66,7 +66,7 @@ placements (--placements, kinds): replicate, shard, partial, strided
 meshes (--mesh): 2, 3, 4 (1-D), 2x2, 2x3 (2-D), or any N / NxM
 
 examples:
-  torchsleuth shard --ops sum                         # deep: every placement that matters, under a minute
+  torchsleuth shard --ops sum                         # deep: every placement that matters, about a minute
   torchsleuth shard                                   # the catalog, default budget (minutes on 2 cores)
   torchsleuth shard --ops 'composite.*,softmax,sum'  --mesh 2x2 --placements shard,strided
   torchsleuth shard --ops mm --combinations 0 --samples 0 --json mm.json   # every placement of every sample
