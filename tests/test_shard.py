@@ -8,8 +8,6 @@ describe it: the class of bug in the second seed story.
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import json
 import os
 import re
@@ -21,62 +19,9 @@ import torch
 
 from torchsleuth.cases.records import Case
 from torchsleuth.shard import placements as placing, support
+from shard_plants import no_rule, planted_rule
 
 pytestmark = pytest.mark.skipif(bool(support.missing()), reason=support.missing() or "")
-
-
-@contextlib.contextmanager
-def planted_rule(op, change):
-    """DTensor's rule for ``op``, with each placement of its claimed output passed through ``change``."""
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor._dtensor_spec import DTensorSpec
-    from torch.distributed.tensor._sharding_prop import LocalLRUCache
-    from torch.distributed.tensor.debug import _clear_sharding_prop_cache
-
-    propagator = DTensor._op_dispatcher.sharding_propagator
-    original, cached = propagator.propagate_op_sharding_non_cached, propagator.propagate_op_sharding
-
-    def patched(schema):
-        result = original(schema)
-        spec = result.output_spec
-        if schema.op is op and isinstance(spec, DTensorSpec):
-            result = copy.copy(result)
-            result.output_spec = DTensorSpec(spec.mesh, tuple(change(p) for p in spec.placements), tensor_meta=spec.tensor_meta)
-        return result
-
-    propagator.propagate_op_sharding_non_cached = patched
-    propagator.propagate_op_sharding = LocalLRUCache(patched)
-    _clear_sharding_prop_cache()
-    try:
-        yield
-    finally:
-        propagator.propagate_op_sharding_non_cached, propagator.propagate_op_sharding = original, cached
-        _clear_sharding_prop_cache()
-
-
-@contextlib.contextmanager
-def no_rule(op):
-    """DTensor without a sharding rule for ``op``: propagation raises as it does for an op it lacks."""
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor._sharding_prop import LocalLRUCache
-    from torch.distributed.tensor.debug import _clear_sharding_prop_cache
-
-    propagator = DTensor._op_dispatcher.sharding_propagator
-    original, cached = propagator.propagate_op_sharding_non_cached, propagator.propagate_op_sharding
-
-    def patched(schema):
-        if schema.op is op:
-            raise NotImplementedError(f"Operator {op} does not have a sharding strategy registered.")
-        return original(schema)
-
-    propagator.propagate_op_sharding_non_cached = patched
-    propagator.propagate_op_sharding = LocalLRUCache(patched)
-    _clear_sharding_prop_cache()
-    try:
-        yield
-    finally:
-        propagator.propagate_op_sharding_non_cached, propagator.propagate_op_sharding = original, cached
-        _clear_sharding_prop_cache()
 
 
 def partial_claimed_as_shard(p):

@@ -9,7 +9,6 @@ wrong, the case is asserted found, with the verdict in bench/shard.md
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import re
 import subprocess
@@ -20,6 +19,7 @@ import torch
 
 from torchsleuth.cases.records import Case
 from torchsleuth.shard import randomness, support, surface
+from shard_plants import planted_rule, propagation
 
 pytestmark = pytest.mark.skipif(bool(support.missing()), reason=support.missing() or "")
 
@@ -28,44 +28,6 @@ def run(case_id: str):
     from torchsleuth.shard.sweep import run_case
 
     return run_case(Case.parse(case_id))
-
-
-@contextlib.contextmanager
-def propagation(patch):
-    """DTensor's sharding propagation with ``patch(schema, original)`` in place of its own (cache cleared both ways)."""
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor._sharding_prop import LocalLRUCache
-    from torch.distributed.tensor.debug import _clear_sharding_prop_cache
-
-    propagator = DTensor._op_dispatcher.sharding_propagator
-    original, cached = propagator.propagate_op_sharding_non_cached, propagator.propagate_op_sharding
-
-    def patched(schema):
-        return patch(schema, original)
-
-    propagator.propagate_op_sharding_non_cached = patched
-    propagator.propagate_op_sharding = LocalLRUCache(patched)
-    _clear_sharding_prop_cache()
-    try:
-        yield
-    finally:
-        propagator.propagate_op_sharding_non_cached, propagator.propagate_op_sharding = original, cached
-        _clear_sharding_prop_cache()
-
-
-def planted_rule(op, change):
-    """DTensor's rule for ``op``, each placement of its claimed output passed through ``change`` (as test_shard.py's)."""
-    from torch.distributed.tensor._dtensor_spec import DTensorSpec
-
-    def patch(schema, original):
-        result = original(schema)
-        spec = result.output_spec
-        if schema.op is op and isinstance(spec, DTensorSpec):
-            result = copy.copy(result)
-            result.output_spec = DTensorSpec(spec.mesh, tuple(change(p) for p in spec.placements), tensor_meta=spec.tensor_meta)
-        return result
-
-    return propagation(patch)
 
 
 def scalars_read_replicated():

@@ -1,0 +1,62 @@
+"""Planted sharding rules for the shard tests: DTensor's sharding propagation patched inside a test.
+
+A plant rewrites what the propagation returns for one aten op (after the
+real rule ran, so the op computes what it always did but claims another
+placement), or refuses an op as DTensor does for one it lacks: the class of
+bug in the second seed story. Imported by the shard test modules
+(``from shard_plants import planted_rule``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+
+
+@contextlib.contextmanager
+def propagation(patch):
+    """DTensor's sharding propagation with ``patch(schema, original)`` in place of its own (cache cleared both ways)."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._sharding_prop import LocalLRUCache
+    from torch.distributed.tensor.debug import _clear_sharding_prop_cache
+
+    propagator = DTensor._op_dispatcher.sharding_propagator
+    original, cached = propagator.propagate_op_sharding_non_cached, propagator.propagate_op_sharding
+
+    def patched(schema):
+        return patch(schema, original)
+
+    propagator.propagate_op_sharding_non_cached = patched
+    propagator.propagate_op_sharding = LocalLRUCache(patched)
+    _clear_sharding_prop_cache()
+    try:
+        yield
+    finally:
+        propagator.propagate_op_sharding_non_cached, propagator.propagate_op_sharding = original, cached
+        _clear_sharding_prop_cache()
+
+
+def planted_rule(op, change):
+    """DTensor's rule for ``op``, with each placement of its claimed output passed through ``change``."""
+    from torch.distributed.tensor._dtensor_spec import DTensorSpec
+
+    def patch(schema, original):
+        result = original(schema)
+        spec = result.output_spec
+        if schema.op is op and isinstance(spec, DTensorSpec):
+            result = copy.copy(result)
+            result.output_spec = DTensorSpec(spec.mesh, tuple(change(p) for p in spec.placements), tensor_meta=spec.tensor_meta)
+        return result
+
+    return propagation(patch)
+
+
+def no_rule(op):
+    """DTensor without a sharding rule for ``op``: propagation raises as it does for an op it lacks."""
+
+    def patch(schema, original):
+        if schema.op is op:
+            raise NotImplementedError(f"Operator {op} does not have a sharding strategy registered.")
+        return original(schema)
+
+    return propagation(patch)
