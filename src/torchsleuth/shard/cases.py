@@ -13,8 +13,11 @@ read an ops case:
     oracle   ``shard:<mesh>`` (``shard:2x2``): the sharding oracle on that mesh
     edits    the shrinker's edits of the sample (run.edits), as for ops
 
-Cases are planned per unit (op, dtype): per variant and sample (up to
-``samples`` of them, spread over the op's list), up to ``combinations``
+A deep config (a run pointed at a few ops) plans targeted.py's cases: every
+placement that matters of the op's shardable samples; its units are split
+in ``DEEP_PARTS`` parts (``Part``), so that one op spreads over the workers.
+Otherwise cases are planned per unit (op, dtype): per variant and sample
+(up to ``samples`` of them, those with most dims first), up to ``combinations``
 placements of its tensor arguments (placements.combinations), taken from
 each mesh in turn, so that a small budget still reaches every mesh. The
 composite chains, the seed story's own paths, get that budget on each mesh. Samples too
@@ -37,8 +40,7 @@ import torch
 from ..cases import opinfo
 from ..cases.records import Case, Unit
 from ..run import edits as sample_edits, tree
-from . import composites, placements as placing, targeted
-from . import surface
+from . import composites, placements as placing, surface, targeted
 
 VARIANTS = ("functional", "backward")
 DEFAULT_DTYPES = ("float32",)
