@@ -364,3 +364,14 @@ def test_a_torch_without_dtensor_is_told_so_in_one_line_and_exits_2(tmp_path, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "has no DTensor" in err[0] and "torch 2.4 or later" in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_repro_script_names_an_opinfo_callable_by_name_and_variant_not_by_its_index():
+    """An index into op_db differs between torch releases: the script would call another op there."""
+    from torchsleuth.cases import opinfo
+    from torchsleuth.shard.repro import _opinfo_source
+
+    for op in ("view", "nn.functional.layer_norm"):
+        source = _opinfo_source(op)
+        assert "op_db[" not in source
+        assert eval(source) is opinfo.get(op).op

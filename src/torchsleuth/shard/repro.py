@@ -68,7 +68,7 @@ def script(finding: Finding) -> str:
     elif call is not None and call.function:
         function = call.function
     else:
-        function = f"__import__('torch.testing._internal.common_methods_invocations', fromlist=['op_db']).op_db[{_opinfo_index(case.op)}].op"
+        function = _opinfo_source(case.op)
     try:
         args_src, kwargs_src = tree.call_source(args, kwargs)
     except tree.Unrepresentable as e:
@@ -120,13 +120,15 @@ def script(finding: Finding) -> str:
     return "\n".join(header) + _MAIN
 
 
-def _opinfo_index(op: str) -> int:
+def _opinfo_source(op: str) -> str:
+    """The source that finds OpInfo's callable of ``op`` by its name and variant (an index into ``op_db`` differs
+    between torch releases)."""
     from ..cases import opinfo
 
     target = opinfo.get(op)
-    from torch.testing._internal.common_methods_invocations import op_db
-
-    return next(i for i, o in enumerate(op_db) if o is target)
+    key = (target.name, getattr(target, "variant_test_name", ""))
+    return ("next(o for o in __import__('torch.testing._internal.common_methods_invocations', fromlist=['op_db']).op_db "
+            f"if (o.name, o.variant_test_name) == {key!r}).op")
 
 
 def _unrepresentable(finding: Finding, why: str) -> str:
