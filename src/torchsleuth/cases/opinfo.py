@@ -58,10 +58,10 @@ def _op_db() -> tuple:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             from torch.testing._internal.common_methods_invocations import op_db
-    except ImportError as e:  # expecttest or numpy missing, usually
+    except ImportError as e:  # a module it needs missing (torchsleuth declares numpy, expecttest, packaging)
+        missing = getattr(e, "name", None) or "numpy expecttest packaging"
         raise UsageError(
-            f"cannot load PyTorch's OpInfo database ({e}); install numpy and expecttest "
-            "(pip install numpy expecttest)"
+            f"cannot load PyTorch's OpInfo database ({e}); install what it needs (pip install {missing.split('.')[0]})"
         ) from None
     return tuple(op_db) + _extra_ops()
 
