@@ -240,7 +240,7 @@ def _sampled(affordable: list[int], samples, count: int) -> list[int]:
 def _deep(op: str, dtype: str, variant: str, affordable: list[int], samples, config: ShardConfig) -> list[Case]:
     """The targeted plan's cases of one variant: each argument alone on every placement, then arguments together."""
     found = []
-    for index, edits in targeted.samples(op, dtype, affordable, samples, function(op)):
+    for index, edits in targeted.samples(affordable, samples, function(op)):
         sample = sample_edits.apply(samples[index], edits)
         if edits and not _calls(op, sample):
             continue  # grown, or its dim moved, the sample no longer fits the op (a view's shape): no case to plan

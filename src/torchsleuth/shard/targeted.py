@@ -42,7 +42,7 @@ import itertools
 import math
 
 from ..run import edits as sample_edits, tree
-from ..run.search import argument_names
+from ..run.search import argument_names, arguments
 from . import placements as placing, support
 
 DEEP_SAMPLES = 2
@@ -59,8 +59,9 @@ def shardable(sample) -> tuple:
     return min(dims, 4), sample_edits.elements(sample)
 
 
-def samples(op: str, dtype: str, candidates: list[int], all_samples, function) -> list[tuple[int, tuple[str, ...]]]:
-    """The (sample index, edits) pairs a pointed run plans for ``op`` (see the design note)."""
+def samples(candidates: list[int], all_samples, function) -> list[tuple[int, tuple[str, ...]]]:
+    """The (sample index, edits) pairs a pointed run plans for an op: its ``candidates`` among ``all_samples``, ``function``
+    its callable (see the design note)."""
     ranked = sorted(candidates, key=lambda i: shardable(all_samples[i]), reverse=True)
     chosen, shapes = [], set()
     for index in ranked:
@@ -94,8 +95,6 @@ def grow(sample) -> tuple[str, ...]:
 
 def _dim_edits(sample, all_samples, function) -> list[tuple[str, ...]]:
     """For an op that takes a ``dim``: the edits setting it to each dim of the input, ``keepdim`` both ways where taken."""
-    from ..run.search import arguments
-
     input_dims = getattr(sample.input, "ndim", 0)
     path = _dim_path(sample, function)
     if path is None:  # this sample leaves it at its default: named as another sample of the op passes it
@@ -112,7 +111,8 @@ def _dim_edits(sample, all_samples, function) -> list[tuple[str, ...]]:
 
 
 def _dim_path(sample, function) -> str | None:
-    """Where the sample passes its ``dim`` (``args[I]`` or a keyword); None when the op takes none or a list of them."""
+    """Where the sample passes its ``dim`` (``args[I]`` or a keyword; a list of dims there is replaced by one), or
+    where the op takes it by keyword with a number default; None when it takes none."""
     for name in DIM_NAMES:
         if name in sample.kwargs:
             return name if isinstance(sample.kwargs[name], (int, tuple, list)) else None
