@@ -66,11 +66,16 @@ def source(op: str) -> str:
     return CHAINS[op.removeprefix(PREFIX)]
 
 
+def seeded(op: str, dtype: str, index: int) -> torch.Generator:
+    """The generator sample ``index`` of a chain's in ``dtype`` is drawn from: the same in every process."""
+    seed = int.from_bytes(hashlib.sha256(f"{op}|{dtype}|{index}".encode()).digest()[:4], "little")
+    return torch.Generator().manual_seed(seed)
+
+
 def samples(op: str, dtype: str) -> list[Sample]:
     found = []
     for index, shape in enumerate(SHAPES):
-        seed = int.from_bytes(hashlib.sha256(f"{op}|{dtype}|{index}".encode()).digest()[:4], "little")
-        generator = torch.Generator().manual_seed(seed)
+        generator = seeded(op, dtype, index)
         x = torch.randn(shape, generator=generator, dtype=torch.float64).to(getattr(torch, dtype))
         found.append(Sample(input=x, args=(), kwargs={}, output_process_fn_grad=lambda out: out))
     return found

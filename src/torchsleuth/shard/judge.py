@@ -57,9 +57,8 @@ from ..judge.tolerance import SCALE_ULPS, slack_factor, table
 from ..dtypes import unit_roundoff
 from ..run import tree
 from ..run.records import CallSpec, TensorSpec
-from . import cases as shard_cases, composites, placements as placing, split
+from . import cases as shard_cases, composites, placements as placing, randomness, split, surface
 from .run import Ran, _compute
-from . import randomness, surface
 
 NUDGES = 2
 # In the reason of a simulated case LocalTensorMode could not judge, which the sweep reruns on real gloo ranks.

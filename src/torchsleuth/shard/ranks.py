@@ -51,7 +51,7 @@ import torch
 from ..cases.records import Case
 from ..run.imports import load_imports
 from . import cases as shard_cases, run as running
-from .run import Ran
+from .run import Ran, line
 from .support import quiet_dtensor
 from .world import Real
 
@@ -259,7 +259,7 @@ def _rank_main(rank: int, size: int, folder: str, imports: tuple[str, ...], thre
         dist.distributed_c10d.default_pg_timeout = timeout
         dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank, world_size=size, timeout=timeout)
     except BaseException as e:
-        conn.send(("failed", f"rank {rank}: {_line(e)}"))
+        conn.send(("failed", f"rank {rank}: {line(e)}"))
         conn.close()
         os._exit(1)
     conn.send(("ready", ""))
@@ -275,7 +275,7 @@ def _rank_main(rank: int, size: int, folder: str, imports: tuple[str, ...], thre
             case = Case.parse(case_id)
             ran = running.run(case, Real(shard_cases.mesh_of(case), case.device), blame=blame)
         except Exception as e:  # torchsleuth's own failure on this case: shown apart, as the sweep shows it
-            ran = Ran(status="error", reason=_line(e))
+            ran = Ran(status="error", reason=line(e))
         conn.send_bytes(_dumps(ran))
     try:
         dist.barrier()  # no rank tears the group down while another still uses it
@@ -293,10 +293,6 @@ def _dumps(ran: Ran) -> bytes:
 
 def _loads(data: bytes) -> Ran:
     return torch.load(io.BytesIO(data), weights_only=False)
-
-
-def _line(e: BaseException) -> str:
-    return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
 
 
 def _exit_words(code: int | None) -> str:

@@ -33,8 +33,7 @@ from .._version import __version__
 from ..cases.records import Case
 from ..judge.records import Finding
 from ..run import tree
-from . import cases as shard_cases, composites, placements as placing, split
-from . import surface
+from . import cases as shard_cases, composites, placements as placing, split, surface
 
 
 def write_scripts(findings: Iterable[Finding], config, out: str | Path) -> dict[str, Path]:

@@ -48,8 +48,7 @@ from ..cases.records import Case
 from ..judge import compare as cmp
 from ..judge.tolerance import table
 from ..run import tree
-from . import cases as shard_cases, composites, placements as placing, split, support
-from . import surface
+from . import cases as shard_cases, composites, placements as placing, split, support, surface
 
 UNSUPPORTED = re.compile(
     r"sharding strategy|sharding propagation|not supported|not implemented|does not support|doesn't support|"
@@ -108,7 +107,7 @@ def run(case: Case, world, *, blame: bool = False) -> Ran:
     try:
         expected = _compute(function, sample, args, kwargs, tensors, grad_paths, world.device, watch=ops)
     except Exception as e:
-        return Ran(status="skip", reason=f"the plain call raises {_line(e)}")
+        return Ran(status="skip", reason=f"the plain call raises {line(e)}")
     if ops.random and not surface.is_random(case.op):  # surface's random chains seed themselves: randomness.py judges them
         return Ran(status="skip", reason=f"random op ({ops.random}): DTensor draws each shard's values from its own stream")
     if backward and not any(p.startswith("grad[") for p in expected):
@@ -131,7 +130,7 @@ def run(case: Case, world, *, blame: bool = False) -> Ran:
                     dt = place(t, placement, world, plain=case.op == composites.SELF_CHECK)
                 except Exception as e:
                     return Ran(status="skip", reason=f"DTensor cannot place {path} {placing.words(placement)} on mesh "
-                               f"{mesh.name} ({_line(e)})", facts=facts)
+                               f"{mesh.name} ({line(e)})", facts=facts)
                 wrong = roundtrip(dt, t, placement, world, path)
                 if wrong is not None:
                     return Ran(status="roundtrip", reason=f"{path} placed {placing.words(placement)} on mesh {mesh.name} "
@@ -149,7 +148,7 @@ def run(case: Case, world, *, blame: bool = False) -> Ran:
             except Exception as e:
                 steps = list(trace.steps)
                 status = "unsupported" if isinstance(e, NotImplementedError) or UNSUPPORTED.search(str(e)) else "raised"
-                return Ran(status=status, reason=_line(e), steps=tuple(steps), facts=facts)
+                return Ran(status=status, reason=line(e), steps=tuple(steps), facts=facts)
             steps = list(trace.steps)
             actual, claimed = {}, {}
             for path, value in results.items():
@@ -160,14 +159,14 @@ def run(case: Case, world, *, blame: bool = False) -> Ran:
                     except Exception as e:  # the op ran; its result cannot be gathered through the placement claimed
                         if simulator_failure(e, world):
                             return Ran(status="skip", reason=f"LocalTensorMode cannot gather {path} through "
-                                       f"{placing.words(claimed[path])}: {_line(e)} (a simulator limitation, "
+                                       f"{placing.words(claimed[path])}: {line(e)} (a simulator limitation, "
                                        "not judged here)", facts={**facts, "simulator_failure": True})
-                        return Ran(status="claim", reason=f"{path}: full_tensor() through the claimed placements raises {_line(e)}",
+                        return Ran(status="claim", reason=f"{path}: full_tensor() through the claimed placements raises {line(e)}",
                                    expected=expected, claimed=claimed, steps=tuple(steps), facts=facts)
                 actual[path] = value
             actual = {p: _visible(v, world) for p, v in actual.items()}
     except Exception as e:  # redistributing the result raised: loud
-        return Ran(status="raised", reason=_line(e), steps=tuple(steps), facts=facts)
+        return Ran(status="raised", reason=line(e), steps=tuple(steps), facts=facts)
     return Ran(status="ran", expected=expected, actual=actual, claimed=claimed, steps=tuple(steps), facts=facts)
 
 
@@ -246,7 +245,8 @@ def _compute(function, sample, args, kwargs, tensors, grad_paths, device, watch=
 
 
 def _gradients(sample, out, dtensors, grad_paths, world) -> dict:
-    Replicate, distribute_tensor = support.dtensor().Replicate, support.dtensor().distribute_tensor
+    api = support.dtensor()
+    Replicate, distribute_tensor = api.Replicate, api.distribute_tensor
 
     outs = [v for _, v in tree.output_leaves(sample.output_process_fn_grad(out)) if isinstance(v, torch.Tensor) and v.requires_grad]
     if not outs:
@@ -296,7 +296,8 @@ def _differentiable(t: torch.Tensor) -> bool:
     return t.is_floating_point() or t.is_complex()
 
 
-def _line(e: BaseException) -> str:
+def line(e: BaseException) -> str:
+    """An exception as one line of a reason: its type and its first 300 characters, whitespace folded."""
     text = " ".join(str(e).split())
     return f"{type(e).__name__}: {text[:300]}"
 
@@ -360,7 +361,7 @@ class _Trace(TorchDispatchMode):
                 got = self.world.values(o.full_tensor())
                 want = self.world.values(e)
             except Exception as err:
-                return f"output {i} cannot be gathered: {_line(err)}"
+                return f"output {i} cannot be gathered: {line(err)}"
             with self.world.disabled():
                 for rank, (g, w) in enumerate(zip(got, want if len(want) == len(got) else want * len(got))):
                     wrong = cmp.compare_leaf(f"out[{i}]", g.detach().cpu(), w.detach().cpu(), tolerance=lambda d: _loose(d))

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import inspect
 import sys
 import warnings
@@ -51,7 +50,7 @@ import warnings
 import torch
 
 from ..cases.opinfo import Sample
-from . import randomness, support
+from . import composites, randomness, support
 
 PREFIX = "surface."
 INPLACE, VIEW, SCALAR, NUMBER, COMPARE, LIKE, RANDOM = "inplace", "view", "scalar", "number", "compare", "like", "random"
@@ -175,8 +174,7 @@ def samples(op: str, dtype: str) -> list[Sample]:
     arguments = list(inspect.signature(function(op)).parameters)
     found = []
     for index, shape in enumerate(SHAPES):
-        seed = int.from_bytes(hashlib.sha256(f"{op}|{dtype}|{index}".encode()).digest()[:4], "little")
-        generator = torch.Generator().manual_seed(seed)
+        generator = composites.seeded(op, dtype, index)
         made = []
         for argument in arguments:
             if argument == "mask":

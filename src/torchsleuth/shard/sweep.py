@@ -92,8 +92,7 @@ def real_case(case: Case, groups: Groups) -> Outcome:
 
 
 def _error(case: Case, e: Exception, started: float) -> Outcome:
-    return Outcome(case=case, status="error", reason=f"{type(e).__name__}: {' '.join(str(e).split())[:300]}",
-                   seconds=time.monotonic() - started)
+    return Outcome(case=case, status="error", reason=running.line(e), seconds=time.monotonic() - started)
 
 
 def _fresh(world, case):

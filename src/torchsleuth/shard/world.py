@@ -27,6 +27,7 @@ import contextlib
 import torch
 
 from .placements import Mesh
+from .support import dtensor
 
 # The fake backend's world: large enough for any mesh --mesh accepts in one process.
 FAKE_WORLD = 64
@@ -61,8 +62,6 @@ class Simulated:
         self.device = device
         key = (mesh.shape, torch.device(device).type)
         if key not in Simulated._meshes:
-            from .support import dtensor
-
             DeviceMesh = dtensor().DeviceMesh
             mode = LocalTensorMode(frozenset(range(mesh.ranks)))
             with mode:
@@ -111,7 +110,6 @@ class Real:
 
     def __init__(self, mesh: Mesh, device: str = "cpu"):
         import torch.distributed as dist
-        from .support import dtensor
 
         if dist.get_world_size() != mesh.ranks:
             raise RuntimeError(f"mesh {mesh.name} needs {mesh.ranks} ranks; the process group has {dist.get_world_size()}")
