@@ -60,3 +60,38 @@ def no_rule(op):
         return original(schema)
 
     return propagation(patch)
+
+
+_SPLIT_FACTOR_DROPPED = """\
+from torch.distributed.tensor._dtensor_spec import DTensorSpec
+from torch.distributed.tensor._sharding_prop import LocalLRUCache
+
+_propagator = support.dtensor().DTensor._op_dispatcher.sharding_propagator
+_original = _propagator.propagate_op_sharding_non_cached
+
+
+def _patched(schema):
+    result = _original(schema)
+    spec = result.output_spec
+    if schema.op is torch.ops.aten.transpose.int and isinstance(spec, DTensorSpec):
+        Shard = support.dtensor().Shard
+        placements = tuple(Shard(p.dim) if isinstance(p, support.strided_shard()) else p for p in spec.placements)
+        result = copy.copy(result)
+        result.output_spec = DTensorSpec(spec.mesh, placements, tensor_meta=spec.tensor_meta)
+    return result
+
+
+_propagator.propagate_op_sharding_non_cached = _patched
+_propagator.propagate_op_sharding = LocalLRUCache(_patched)
+"""
+
+
+def split_factor_dropped_module(*, spawned_only: bool = False) -> str:
+    """The text of a module for ``--import`` (so that other processes have the plant too): DTensor's rule for
+    transpose dropping a ``_StridedShard``'s split factor from the placement it claims. ``spawned_only``: only in
+    processes multiprocessing spawned (the run's gloo ranks), not in the run's own."""
+    header = "import copy\nimport multiprocessing\n\nimport torch\n\nfrom torchsleuth.shard import support\n\n"
+    if not spawned_only:
+        return header + _SPLIT_FACTOR_DROPPED
+    body = "".join(f"    {line}" if line.strip() else line for line in _SPLIT_FACTOR_DROPPED.splitlines(keepends=True))
+    return header + "if multiprocessing.parent_process() is not None:\n" + body

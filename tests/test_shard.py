@@ -19,7 +19,7 @@ import torch
 
 from torchsleuth.cases.records import Case
 from torchsleuth.shard import placements as placing, support
-from shard_plants import no_rule, planted_rule
+from shard_plants import no_rule, planted_rule, split_factor_dropped_module
 
 pytestmark = pytest.mark.skipif(bool(support.missing()), reason=support.missing() or "")
 
@@ -278,33 +278,7 @@ def test_a_killed_run_resumes_without_running_anything_twice(tmp_path):
 
 # What ``--import`` loads in every rank of a torchrun launch: DTensor's rule for transpose,
 # dropping a _StridedShard's split factor from the placement it claims (as ``planted_rule`` does).
-RANK_PLANT = """\
-import copy
-
-import torch
-from torch.distributed.tensor import DTensor, Shard
-from torch.distributed.tensor._dtensor_spec import DTensorSpec
-from torch.distributed.tensor._sharding_prop import LocalLRUCache
-
-from torchsleuth.shard import support
-
-_propagator = DTensor._op_dispatcher.sharding_propagator
-_original = _propagator.propagate_op_sharding_non_cached
-
-
-def _patched(schema):
-    result = _original(schema)
-    spec = result.output_spec
-    if schema.op is torch.ops.aten.transpose.int and isinstance(spec, DTensorSpec):
-        placements = tuple(Shard(p.dim) if isinstance(p, support.strided_shard()) else p for p in spec.placements)
-        result = copy.copy(result)
-        result.output_spec = DTensorSpec(spec.mesh, placements, tensor_meta=spec.tensor_meta)
-    return result
-
-
-_propagator.propagate_op_sharding_non_cached = _patched
-_propagator.propagate_op_sharding = LocalLRUCache(_patched)
-"""
+RANK_PLANT = split_factor_dropped_module()
 
 
 def test_torchrun_mode_judges_on_rank_0_which_alone_writes_and_reports(tmp_path):

@@ -18,39 +18,13 @@ from torchsleuth.judge.records import Mismatch
 from torchsleuth.shard import support
 from torchsleuth.shard.ranks import Ranks, merge
 from torchsleuth.shard.run import Ran
+from shard_plants import split_factor_dropped_module
 
 needs_dtensor = pytest.mark.skipif(bool(support.missing()), reason=support.missing() or "")
 
 # DTensor's rule for transpose dropping a _StridedShard's split factor from the placement it claims
 # (as test_shard.py's RANK_PLANT), in spawned processes only.
-PLANT = """\
-import copy
-import multiprocessing
-
-import torch
-
-from torchsleuth.shard import support
-
-if multiprocessing.parent_process() is not None:
-    from torch.distributed.tensor._dtensor_spec import DTensorSpec
-    from torch.distributed.tensor._sharding_prop import LocalLRUCache
-
-    _propagator = support.dtensor().DTensor._op_dispatcher.sharding_propagator
-    _original = _propagator.propagate_op_sharding_non_cached
-
-    def _patched(schema):
-        result = _original(schema)
-        spec = result.output_spec
-        if schema.op is torch.ops.aten.transpose.int and isinstance(spec, DTensorSpec):
-            Shard = support.dtensor().Shard
-            placements = tuple(Shard(p.dim) if isinstance(p, support.strided_shard()) else p for p in spec.placements)
-            result = copy.copy(result)
-            result.output_spec = DTensorSpec(spec.mesh, placements, tensor_meta=spec.tensor_meta)
-        return result
-
-    _propagator.propagate_op_sharding_non_cached = _patched
-    _propagator.propagate_op_sharding = LocalLRUCache(_patched)
-"""
+PLANT = split_factor_dropped_module(spawned_only=True)
 
 # In the ranks: rank 1 never answers composite.flatten_sum, and skips softmax alone (rank 0 then waits in a
 # collective until the group's collective timeout).
