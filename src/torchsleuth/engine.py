@@ -94,8 +94,9 @@ def _chosen(samples: list, count: int) -> list[int]:
     return [affordable[i] for i in spread(len(affordable), count)]
 
 
-def _reference_maker(functions: dict, sample, dtype: str):
-    """``references(case)``: the references of a sample's cases, each base case made once."""
+def _reference_maker(functions: dict, sample, dtype: str, entry=None):
+    """``references(case)``: the references of a sample's cases, each base case made once (float64 through the
+    entry's own ``reference`` implementation, where it has one: run.references)."""
     shared: dict[Case, References] = {}
 
     def references(case: Case) -> References:
@@ -106,7 +107,7 @@ def _reference_maker(functions: dict, sample, dtype: str):
                 if base.variant == "backward":
                     result = references(_functional(base)).contiguous.value
                 prepared = call.prepare(base, functions["functional"], sample, reference_result=result, grad_seed=base.sample)
-                shared[base] = References(prepared, getattr(torch, dtype), seed=base.sample)
+                shared[base] = References(prepared, getattr(torch, dtype), seed=base.sample, reference=getattr(entry, "reference", None))
             except Exception as e:
                 raise _NoReference(e) from None
         return shared[base]
@@ -115,7 +116,7 @@ def _reference_maker(functions: dict, sample, dtype: str):
 
 
 def _run_sample(unit, config, entry, functions, variants, sample, index, override, skip, only, oracles) -> Iterator[Event]:
-    references = _reference_maker(functions, sample, unit.dtype)
+    references = _reference_maker(functions, sample, unit.dtype, entry)
     inputs = tree.call_leaves(*call.sample_call(sample, "cpu"))
     for variant in variants:
         try:
@@ -197,7 +198,7 @@ def describe(unit: Unit, config: SweepConfig, case_id: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sample = edits.sample_of(case)
-        references = _reference_maker(functions, sample, case.dtype)
+        references = _reference_maker(functions, sample, case.dtype, entry)
 
         # the case's own references are not needed, and may be what crashes: only the
         # functional result, which shapes out= tensors and output gradients
@@ -227,7 +228,7 @@ def run_case(case: Case, oracles: Registry = BUILTIN) -> Outcome:
             return Outcome(case=case, status="skip", reason=f"{case.op} has {len(samples)} samples in {case.dtype}")
         try:
             sample = edits.apply(samples[case.sample], case.edits, op=case.op)
-            return _run_case(case, entry, functions[case.variant], sample, _reference_maker(functions, sample, case.dtype),
+            return _run_case(case, entry, functions[case.variant], sample, _reference_maker(functions, sample, case.dtype, entry),
                              opinfo.tolerance_override(entry, device_type, dtype), oracles)
         except Exception as e:
             return Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")

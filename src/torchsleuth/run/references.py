@@ -17,6 +17,12 @@ the backward variant, the gradient) computation on contiguous tensors:
   to find the elements where the op jumps (see judge.tolerance).
 
 All of them are computed lazily: a case that needs none pays for none.
+
+An op may come with a trusted implementation of its own (``reference``: the
+eager composition a fused kernel replaces, which ``torchsleuth.check`` takes):
+then the float64 runs (``float64``, ``perturbed``, ``jumped``) call it in place
+of the op, so the op is judged against what it should compute, not only
+against itself in another precision.
 """
 
 from __future__ import annotations
@@ -52,9 +58,11 @@ class Reference:
 
 
 class References:
-    def __init__(self, base: call.Prepared, dtype: torch.dtype, *, seed: int):
+    def __init__(self, base: call.Prepared, dtype: torch.dtype, *, seed: int, reference=None):
         # ``base`` is the functional (or backward) call on the case's values
         # on the device under test; its tensors are made contiguous here.
+        # ``reference``: the op's trusted implementation, which the float64 runs call
+        self.reference = reference
         tensors = {}
         for path, t in base.tensors.items():
             tensors[path] = layouts.apply("contiguous", t.detach()).requires_grad_(t.requires_grad)
@@ -131,6 +139,8 @@ class References:
         prepared = self.base
         if device is not None:
             prepared = _retarget(prepared, device=device, dtype=self.dtype if wide else None)
+        if wide and self.reference is not None:
+            prepared = dataclasses.replace(prepared, function=self.reference)
         try:
             value = call.compute(prepared, tensors)
             call.synchronize(device or self.base.case.device)
