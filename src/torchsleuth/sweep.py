@@ -223,7 +223,7 @@ def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = No
     findings file, ``junit`` JUnit XML; ``result.written`` says what went where.
     Rerun after a kill, the same call resumes the unfinished run.
     """
-    scripts = functools.partial(repro.write_scripts, oracles=oracles)
+    scripts = functools.partial(repro.write_scripts, oracles=oracles, imports=config.imports)
     with run_frame(config, db=db, progress=progress, out=out, json=json, junit=junit, scripts=scripts) as frame:
         units = select.units(config.ops, config.dtypes, config.device, probe=config.probe_dtypes)
         finished = frame.store.finished_units(frame.run.id)

@@ -59,7 +59,7 @@ def run(args) -> int:
 
         text = shard_script(finding)
     else:
-        text = script(finding, torch_version=reported.run.torch)
+        text = script(finding, torch_version=reported.run.torch, imports=tuple(reported.run.config.get("imports", ())))
     if not args.output:
         print(text, end="" if text.endswith("\n") else "\n")
         return ExitCode.CLEAN

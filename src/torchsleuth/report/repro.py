@@ -20,15 +20,17 @@ from ..judge.records import Finding
 from ..scripts.checks import generic_script
 
 
-def script(finding: Finding, *, torch_version: str | None = None, oracles: Registry | None = None) -> str:
-    """A standalone script that rebuilds ``finding``'s call and exits 1 while it is wrong."""
+def script(finding: Finding, *, torch_version: str | None = None, oracles: Registry | None = None,
+           imports: tuple[str, ...] = ()) -> str:
+    """A standalone script that rebuilds ``finding``'s call and exits 1 while it is wrong (``imports``: the run's
+    ``--import`` modules, which the generic script imports first)."""
     torch_version = torch_version or torch.__version__
     own = (oracles or BUILTIN).script(finding, torch_version)  # an oracle's finding checks its own property
-    return own if own is not None else generic_script(finding, torch_version)
+    return own if own is not None else generic_script(finding, torch_version, imports)
 
 
 def write_scripts(findings: Iterable[Finding], directory: str | Path, *, torch_version: str | None = None,
-                  oracles: Registry | None = None) -> dict[str, Path]:
+                  oracles: Registry | None = None, imports: tuple[str, ...] = ()) -> dict[str, Path]:
     """Each finding's script as ``directory/repros/<id>.py``; finding id -> path."""
     folder = Path(directory) / "repros"
     folder.mkdir(parents=True, exist_ok=True)
@@ -37,7 +39,7 @@ def write_scripts(findings: Iterable[Finding], directory: str | Path, *, torch_v
         if finding.id in written:
             continue
         path = folder / f"{finding.id}.py"
-        path.write_text(script(finding, torch_version=torch_version, oracles=oracles), encoding="utf-8")
+        path.write_text(script(finding, torch_version=torch_version, oracles=oracles, imports=imports), encoding="utf-8")
         written[finding.id] = path
     return written
 

@@ -42,13 +42,14 @@ from .support import SUPPORT, method, support
 METADATA = frozenset({"shape", "dtype", "structure", "type", "layout"})
 
 
-def generic_script(finding: Finding, torch_version: str) -> str:
-    """The script for a finding of the references and contracts: exits 1 while it is wrong."""
+def generic_script(finding: Finding, torch_version: str, imports: tuple[str, ...] = ()) -> str:
+    """The script for a finding of the references and contracts: exits 1 while it is wrong; ``imports``: what the
+    run imported first (``--import``), which the script imports first too."""
     why = why_not(finding)
     if why:
         return parts.no_repro(finding, torch_version, why)
     assert finding.call is not None
-    return "\n".join(CHECKS[check_of(finding)](finding, finding.call, torch_version))
+    return "\n".join(parts.importing(CHECKS[check_of(finding)](finding, finding.call, torch_version), imports))
 
 
 def check_of(finding: Finding) -> str:

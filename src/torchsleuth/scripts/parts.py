@@ -302,6 +302,18 @@ def actual_lines(call: CallSpec) -> list[str]:
     return ["    torch.manual_seed(CALL_SEED)", "    actual = leaves(call(T))"]
 
 
+def importing(lines: list[str], modules: tuple[str, ...]) -> list[str]:
+    """``lines`` (a script with a ``main``) that first imports ``modules`` (the run's ``--import``s, the module a
+    ``torchsleuth.check`` op is defined in), as the run did: the op may exist only once they ran."""
+    if not modules or "def main():" not in lines:
+        return lines
+    at = lines.index("def main():")
+    loader = ["", "", *(f"import {name}" for name in kit.imports("load_imports")),
+              f"IMPORTS = {tuple(modules)!r}  # what the run imported first (custom ops, kernels); edit if they moved",
+              "", "", kit.source("load_imports").rstrip("\n")]
+    return [*lines[:at - 2], *loader, *lines[at - 2:at + 1], "    load_imports()", *lines[at + 1:]]
+
+
 def start_main(call: CallSpec, what: str) -> list[str]:
     """The head of ``main``: the tensors made, what is checked and the call printed."""
     return [
