@@ -13,6 +13,10 @@ supported_dtypes, supported_backward_dtypes, sample_inputs, decorators}``,
 of an attribute that a release might lack goes through ``getattr`` with a
 default.
 
+An op the catalog lacks is found, by ``get``, among the entries registered in
+this process (``register``) and then as an op overload whose samples are made
+from its schema (``cases.schema``); they answer the same attributes.
+
 Samples are always made on the CPU, from a seed fixed by op and dtype, so that
 the same case gets the same values in every process and on every run, and the
 device reference sees exactly the values the device saw.
@@ -31,7 +35,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import UsageError
-from . import reach
+from . import reach, schema
 
 # A reduction gets one extra sample whose reduced dim is this long: the
 # OpInfo samples reduce over at most a few dozen elements, too few for
@@ -77,11 +81,30 @@ def catalog() -> dict[str, Any]:
     return {_full_name(o): o for o in _op_db()}
 
 
+# Entries registered in this process by name (the Python API's user ops and callables), after the catalog's.
+_REGISTERED: dict[str, Any] = {}
+
+
+def register(name: str, entry) -> None:
+    """Make ``entry`` (an OpInfo-like entry) the op ``name`` in this process, where the catalog has no such name."""
+    _REGISTERED[name] = entry
+
+
 def get(name: str):
-    return catalog()[name]
+    """The entry named ``name``: the catalog's, else one registered here, else an op overload's (``cases.schema``).
+
+    Raises KeyError for a name none of them knows.
+    """
+    found = catalog().get(name) or _REGISTERED.get(name) or schema.for_name(name)
+    if found is None:
+        raise KeyError(name)
+    return found
 
 
 def source(opinfo) -> str:
+    """Where the entry comes from: "opinfo", "torchsleuth" (``_ExtraOp``), "schema" (``cases.schema``)."""
+    if isinstance(opinfo, schema.SchemaOp):
+        return "schema"
     return "torchsleuth" if isinstance(opinfo, _ExtraOp) else "opinfo"
 
 
@@ -358,7 +381,15 @@ def _public_index() -> dict[int, str]:
 
 
 def public_name(opinfo, variant: str) -> str:
-    """An importable name for the variant's callable, or "" when it has none (a lambda)."""
+    """An importable name for the variant's callable, or "" when it has none (a lambda).
+
+    An op overload's entry: ``torch.ops.aten.NAME.OVERLOAD`` (a lambda of it where the functional variant clones what
+    an in-place overload writes).
+    """
+    if isinstance(opinfo, schema.SchemaOp):
+        return opinfo.public_name("functional" if variant == "backward" else variant)
+    if getattr(opinfo, "public", ""):  # a registered entry that names its own callable
+        return opinfo.public
     function = functions(opinfo).get("functional" if variant == "backward" else variant)
     if function is None:
         return ""

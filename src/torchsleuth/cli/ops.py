@@ -63,7 +63,12 @@ examples:
 
 def add_parser(commands) -> None:
     p = command(commands, "ops", "sweep ops across layouts, variants, dtypes and devices", __doc__, EPILOG)
-    p.add_argument("--ops", metavar="NAMES", help="op names or globs, comma-separated ('add*,softmax'); default: every op")
+    p.add_argument("--ops", metavar="NAMES",
+                   help="op names or globs, comma-separated ('add*,softmax'); default: every op of the OpInfo catalog. "
+                        "Ops beyond it are swept with samples generated from their schema: 'aten.NAME' is every overload "
+                        "of that aten packet (aten.add: aten.add.Tensor, aten.add.Scalar), 'aten.NAME.OVERLOAD' one; a glob "
+                        "over aten ('aten.*', 'aten.native_*') takes only overloads of packets no OpInfo entry sweeps; "
+                        "a custom op as 'NS::NAME' or 'NS.*' once --import has registered it")
     p.add_argument("--device", default="cpu", help="device to test: cpu, cuda, cuda:1, mps, ... (default: cpu)")
     p.add_argument("--dtypes", metavar="LIST", help="dtypes to test, comma-separated, or 'all'")
     p.add_argument("--layouts", metavar="LIST", help="layouts to test, comma-separated (see below)")

@@ -1,0 +1,175 @@
+"""Ops beyond OpInfo: aten overloads and custom ops swept with samples generated from their schema (``cases.schema``).
+
+A stride-ignoring kernel planted on an aten op OpInfo has no entry for, and a
+stride-ignoring custom op, are each found by ``torchsleuth ops`` and named
+with the layout; the same runs without the bug are clean. The generator makes
+working calls for schemas of different shapes, and names resolve as
+documented.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from torchsleuth.cases import opinfo, schema, select
+from torchsleuth.cli.main import main
+from torchsleuth.errors import UsageError
+from torchsleuth.run.imports import IMPORTED
+
+# Reads a tensor's storage as if it were contiguous: the bug of a kernel that ignores strides.
+AS_IF_CONTIGUOUS = '''
+import warnings
+
+import torch
+
+
+def as_if_contiguous(t):
+    strides, step = [], 1
+    for n in reversed(t.shape):
+        strides.insert(0, step)
+        step *= max(n, 1)
+    return t.as_strided(t.shape, strides, t.storage_offset())
+'''
+
+THRESHOLD_BACKWARD = AS_IF_CONTIGUOUS + '''
+
+def threshold_backward(grad_output, self, threshold):
+    grad, x = as_if_contiguous(grad_output), as_if_contiguous(self)  # the bug: both inputs' strides ignored
+    return grad.masked_fill(x <= threshold, 0)
+
+
+library = torch.library.Library("aten", "IMPL")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    library.impl("threshold_backward", threshold_backward, "CPU")
+'''
+
+CUSTOM_OPS = AS_IF_CONTIGUOUS + '''
+
+@torch.library.custom_op("tsl_test::scale_wrong", mutates_args=(), device_types="cpu")
+def scale_wrong(x: torch.Tensor, factor: float) -> torch.Tensor:
+    return as_if_contiguous(x) * factor  # the bug: x's strides ignored
+
+
+@torch.library.custom_op("tsl_test::scale_right", mutates_args=(), device_types="cpu")
+def scale_right(x: torch.Tensor, factor: float) -> torch.Tensor:
+    return x * factor
+'''
+
+FAST = ["--dtypes", "float32", "--variants", "functional", "--layouts", "transposed,strided", "--search", "none",
+        "--oracles", "none", "--no-shrink", "--no-progress"]
+NO_OPINFO = "aten.threshold_backward"  # OpInfo sweeps threshold (nn.functional.threshold), not its backward
+
+
+def findings(tmp_path, *argv: str) -> tuple[int, list[dict]]:
+    """Exit status and the findings file's findings of ``torchsleuth ops ARGV``."""
+    out = tmp_path / "out"
+    status = main(["ops", *argv, *FAST, "--out", str(out), "--json", str(out / "findings.json")])
+    return status, json.loads((out / "findings.json").read_text())["findings"]
+
+
+@pytest.fixture
+def planted_threshold_backward(tmp_path):
+    """A .py file that plants a stride-ignoring threshold_backward; unplanted again after the test (the CLI loads it here too)."""
+    path = tmp_path / "plant.py"
+    path.write_text(THRESHOLD_BACKWARD)
+    yield str(path)
+    loaded = IMPORTED.pop(str(path), None)
+    if loaded is not None:
+        loaded["library"]._destroy()
+
+
+@pytest.fixture(scope="module")
+def custom_ops(tmp_path_factory):
+    """A .py file defining the custom ops (once per process: an op is defined once)."""
+    path = tmp_path_factory.mktemp("custom") / "custom_ops.py"
+    path.write_text(CUSTOM_OPS)
+    return str(path)
+
+
+def layouts_of(finding: dict) -> set[str]:
+    return {arg["layout"] for arg in finding["args"] if arg.get("layout")}
+
+
+def test_aten_op_without_opinfo_ignoring_strides_is_found(tmp_path, planted_threshold_backward):
+    assert not select.covered_by_opinfo("aten.threshold_backward.default")
+    status, found = findings(tmp_path, "--ops", NO_OPINFO, "--import", planted_threshold_backward, "--workers", "1")
+    assert status == 1 and found
+    assert {f["op"] for f in found} == {"aten.threshold_backward.default"}
+    assert {f["kind"] for f in found} == {"mismatch"}
+    assert {"transposed", "strided"} & set().union(*map(layouts_of, found))
+    assert all(f["reference"] == "layout" and f["summary"].startswith("threshold_backward") for f in found)
+
+
+def test_aten_op_without_opinfo_is_clean_without_the_plant(tmp_path):
+    assert findings(tmp_path, "--ops", NO_OPINFO, "--workers", "0") == (0, [])
+
+
+def test_custom_op_ignoring_strides_is_found_and_its_twin_is_clean(tmp_path, custom_ops):
+    status, found = findings(tmp_path / "wrong", "--ops", "tsl_test::scale_wrong", "--import", custom_ops, "--workers", "1")
+    assert status == 1 and found
+    assert {(f["op"], f["variant"]) for f in found} == {("tsl_test.scale_wrong.default", "functional")}
+    assert set().union(*map(layouts_of, found)) == {"transposed", "strided"}
+    assert findings(tmp_path / "right", "--ops", "tsl_test::scale_right", "--import", custom_ops, "--workers", "1") == (0, [])
+
+
+@pytest.mark.parametrize("name", [
+    "aten.sum.dim_IntList",  # a reduction: int[1]? dim, and keepdim left at its default
+    "aten.add.Scalar",  # a binary op with a Scalar
+    "aten._log_softmax.default",  # int dim, bool half_to_float
+    "aten._foreach_add.List",  # Tensor[] and Tensor[]
+    "aten.expand_copy.default",  # SymInt[] size, the tensor's shape
+    "aten.index.Tensor",  # Tensor?[] indices, in range
+])
+def test_generated_samples_run(name):
+    entry = opinfo.get(name)
+    assert isinstance(entry, schema.SchemaOp) and opinfo.source(entry) == "schema"
+    assert torch.float32 in entry.supported_dtypes("cpu")
+    samples = list(entry.sample_inputs("cpu", torch.float32))
+    assert 1 <= len(samples) <= schema.MAX_SAMPLES
+    for sample in samples:
+        entry.op(sample.input, *sample.args, **sample.kwargs)
+    again = next(iter(entry.sample_inputs("cpu", torch.float32)))
+    assert torch.equal(again.input[0] if isinstance(again.input, list) else again.input,
+                       samples[0].input[0] if isinstance(samples[0].input, list) else samples[0].input)
+
+
+def test_in_place_overload_is_the_inplace_variant_and_the_functional_one_clones():
+    entry = schema.for_name("aten.relu_.default")
+    assert entry is schema.for_name("aten::relu_") and set(opinfo.functions(entry)) >= {"functional", "inplace", "backward"}
+    x = -torch.ones(3)
+    assert torch.equal(entry.op(x), torch.zeros(3)) and torch.equal(x, -torch.ones(3))
+    assert opinfo.public_name(entry, "inplace") == "torch.ops.aten.relu_.default"
+    assert eval(opinfo.public_name(entry, "functional"))(x).sum() == 0 and torch.equal(x, -torch.ones(3))
+
+
+def test_names_resolve_to_overloads():
+    assert select.resolve_ops("aten.add") == ("aten.add.Scalar", "aten.add.Tensor")  # covered by OpInfo, named all the same
+    matched = select.resolve_ops("aten.threshold*")
+    assert "aten.threshold_backward.default" in matched and "aten.threshold.default" not in matched
+    assert schema.for_name("aten.add.out") is None and "aten.add.out" not in schema.aten_names()
+
+
+@pytest.mark.parametrize("pattern, says", [
+    ("aten.threshold_backwards", "unknown op 'aten.threshold_backwards'; did you mean aten.threshold_backward.default"),
+    ("aten.bernoulli", "op 'aten.bernoulli' is not swept: it draws random numbers"),
+    ("nosuch::op", "no op of namespace nosuch is registered"),
+])
+def test_a_bad_name_is_one_line_and_exit_2(pattern, says, capsys):
+    assert main(["ops", "--ops", pattern]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0]
+
+
+@torch.library.custom_op("tsl_test::always_refuses", mutates_args=())
+def always_refuses(x: torch.Tensor) -> torch.Tensor:
+    raise ValueError("refused")
+
+
+def test_an_op_no_generated_call_works_for_says_why():
+    with pytest.raises(UsageError, match="tsl_test.always_refuses.default makes no samples .no call generated from the "
+                                         "schema succeeded: ValueError: refused"):
+        select.units(select.resolve_ops("tsl_test::always_refuses"), ("float32",), "cpu")
