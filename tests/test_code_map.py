@@ -29,8 +29,8 @@ FLOORS = (
     ("store",),
     ("report",),
     ("sweep",),
-    ("optim", "shard", "watch", "drill"),
-    ("cli", "api"),
+    ("optim", "shard", "watch", "drill", "check"),
+    ("cli", "api", "pytest_plugin"),
 )
 # Siblings on one floor that may import each other (config reads cases' records,
 # run reads config's; the base floor's modules are leaves of one kind).

@@ -26,3 +26,8 @@ def samples_of(op: str, dtype: str) -> list:
 @functools.lru_cache(maxsize=4)
 def _samples(op: str, dtype: str) -> list:
     return opinfo.samples(opinfo.get(op), getattr(torch, dtype))
+
+
+def forget(op: str) -> None:
+    """Drop what is cached of ``op``'s samples: ``torchsleuth.check`` registered it anew (with other samples)."""
+    _samples.cache_clear()
