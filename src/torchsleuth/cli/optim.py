@@ -46,8 +46,8 @@ references:
 
 hyperparameter edges (on unless --no-edges): each numeric hyperparameter of
 each constructor at the edges of its range, by a rule its name and default
-give: rates in [0, 1] (betas, momentum, dampening, rho, alpha) at 0, 1e-8,
-0.5, 0.999, 0.9999 and 1; every other number (lr, eps, weight_decay, ...)
+give: rates in [0, 1] (betas, momentum, dampening, rho, alpha, etas) at 0, 1e-8,
+0.5, 0.999, 0.9999, 1-1e-8 and 1; every other number (lr, eps, weight_decay, ...)
 at 0, 1e-8, 10 and 1000; lr and betas also as 0-dim tensors where torch
 documents a Tensor; the flags combined, with one edge value each and with
 lr=0. A value the constructor refuses is not run (a note names it).
@@ -66,7 +66,7 @@ lr=0. A value the constructor refuses is not run (a note names it).
              (lr:tensor), joined by + (amsgrad+maximize+lr=0).
 
 examples:
-  torchsleuth optim                                   # every optimizer, edges sampled: about a minute on 2 CPU cores
+  torchsleuth optim                                   # every optimizer, edges sampled: 30-60 s on 2 CPU cores (bench/optim.md)
   torchsleuth optim --optimizers Adam                 # every edge and combination of Adam's hyperparameters
   torchsleuth optim --optimizers Adam --options 'lr=0,amsgrad+maximize+lr=0,lr=0+lr:tensor'
   torchsleuth optim --no-edges                        # the defaults and each option alone, no contracts
@@ -108,7 +108,7 @@ def add_parser(commands) -> None:
     p.add_argument("--out", default="torchsleuth-out", metavar="DIR", help="where repro scripts go (default ./torchsleuth-out)")
     p.add_argument("--db", metavar="PATH", help="SQLite file of runs, outcomes and findings (default DIR/runs.db); "
                    "rerunning the same command resumes an unfinished run")
-    p.add_argument("--json", metavar="PATH", help="write the findings file (DESIGN.md's schema, command \"optim\") to PATH")
+    p.add_argument("--json", metavar="PATH", help="write the findings file (docs/findings.md, command \"optim\") to PATH")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
     p.set_defaults(run=run)
 

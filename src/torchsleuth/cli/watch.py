@@ -51,7 +51,7 @@ def add_parser(commands) -> None:
                    help="module or .py file imported first, e.g. to register kernels (repeatable)")
     p.add_argument("--out", default="torchsleuth-out", metavar="DIR", help="where repro scripts go (default ./torchsleuth-out)")
     p.add_argument("--db", metavar="PATH", help="SQLite file the findings are stored in (default DIR/runs.db)")
-    p.add_argument("--json", metavar="PATH", help="write the findings file (DESIGN.md's schema) to PATH")
+    p.add_argument("--json", metavar="PATH", help="write the findings file (its keys: docs/findings.md) to PATH")
     p.add_argument("script", metavar="SCRIPT", help="the training script, run as `python SCRIPT ARGS` would run it")
     p.add_argument("script_args", nargs="...", metavar="ARGS", help="the script's own arguments")
     p.set_defaults(run=run)
