@@ -1,9 +1,8 @@
 """Ops for the torchsleuth.check tests: custom ops with a stride bug and their correct twins, and a Triton-like callable.
 
-A module of its own (not a test module): repro scripts import it by path to get the same ops.
+A module of its own (not a test module): repro scripts import it by path to get the same ops. No ``from __future__
+import annotations``: torch 2.4's custom_op reads the annotations as types, not strings.
 """
-
-from __future__ import annotations
 
 import torch
 

@@ -4,10 +4,8 @@ A stride-ignoring kernel planted on an aten op OpInfo has no entry for, and a
 stride-ignoring custom op, are each found by ``torchsleuth ops`` and named
 with the layout; the same runs without the bug are clean. The generator makes
 working calls for schemas of different shapes, and names resolve as
-documented.
+documented. (No ``from __future__ import annotations``: torch 2.4's custom_op reads the annotations as types.)
 """
-
-from __future__ import annotations
 
 import json
 
