@@ -31,7 +31,8 @@ from .trace import PLUMBING, Trace
 RANDOM_FILLS = frozenset({"normal_", "uniform_", "bernoulli_", "random_", "exponential_", "geometric_", "log_normal_", "cauchy_"})
 # Ops whose contract is stated in storage coordinates (declared, one entry a
 # canonicaliser: these are compared on the same storage layout).
-STORAGE_DEFINED = frozenset({"as_strided", "as_strided_", "as_strided_scatter", "as_strided_copy", "resize_", "resize_as_", "set_"})
+STORAGE_DEFINED = frozenset({"as_strided", "as_strided_", "as_strided_scatter", "as_strided_copy", "resize_", "resize_as_", "set_",
+                             "_reshape_alias", "slice_inverse"})
 UNINITIALIZED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "empty_permuted"})
 
 
@@ -78,9 +79,12 @@ def facts(trace: Trace | None, inputs: dict, result, *, fallback: str) -> Facts:
 
 
 def of_references(refs, catalog_name: str) -> Facts:
-    """The facts of a case's call, read off its references' trace; storage-defined by the op's catalog name."""
+    """The facts of a case's call, read off its references' trace; storage-defined by the op's catalog name (its packet
+    for an overload's name, ``aten.as_strided_copy.default``)."""
     found = facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=catalog_name)
-    return dataclasses.replace(found, storage_defined=catalog_name.split(".")[0] in STORAGE_DEFINED)
+    parts = catalog_name.split(".")
+    packet = parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[0]
+    return dataclasses.replace(found, storage_defined=packet in STORAGE_DEFINED)
 
 
 def _tensors(value):
