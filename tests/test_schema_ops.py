@@ -171,3 +171,14 @@ def test_an_op_no_generated_call_works_for_says_why():
     with pytest.raises(UsageError, match="tsl_test.always_refuses.default makes no samples .no call generated from the "
                                          "schema succeeded: ValueError: refused"):
         select.units(select.resolve_ops("tsl_test::always_refuses"), ("float32",), "cpu")
+
+
+def test_an_op_that_makes_no_samples_beside_others_is_noted_with_why(tmp_path):
+    from torchsleuth.config import SweepConfig
+    from torchsleuth.sweep import sweep
+
+    config = SweepConfig(ops=select.resolve_ops(f"tsl_test::always_refuses,{NO_OPINFO}"), dtypes=("float32",), workers=0,
+                         variants=("functional",), layouts=("contiguous",), shrink=False)
+    result = sweep(config, db=tmp_path / "runs.db")
+    assert result.cases and {n for n in result.notes if n[0] == "not swept"} == {
+        ("not swept", "tsl_test.always_refuses.default: no call generated from the schema succeeded: ValueError: refused")}

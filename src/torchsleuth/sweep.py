@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 from . import _version
-from .cases import select
+from .cases import opinfo, select
 from .cases.records import Case, Unit
 from .config import RunConfig, SweepConfig
 from .engine import describe, run_unit
@@ -226,6 +226,8 @@ def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = No
     scripts = functools.partial(repro.write_scripts, oracles=oracles, imports=config.imports)
     with run_frame(config, db=db, progress=progress, out=out, json=json, junit=junit, scripts=scripts) as frame:
         units = select.units(config.ops, config.dtypes, config.device, probe=config.probe_dtypes)
+        if not frame.resumed:
+            _note_unswept(frame, config.ops, units)
         finished = frame.store.finished_units(frame.run.id)
         todo = [u for u in units if u.key not in finished]
         frame.start(units=len(units), done=len(units) - len(todo))
@@ -243,6 +245,14 @@ def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = No
         shown = f"{log} (what kernels printed: device asserts, crash traces)"
         done = dataclasses.replace(done, written={**done.written, "worker output": shown})
     return done
+
+
+def _note_unswept(frame: Frame, ops: tuple[str, ...], units: list[Unit]) -> None:
+    """A note for each op that makes no unit for a reason its entry gives (an overload no generated call works for)."""
+    for op in sorted(set(ops) - {u.op for u in units}):
+        why = getattr(opinfo.get(op), "reason", "")
+        if why:
+            frame.note("not swept", f"{op}: {why}")
 
 
 def _execute(config: SweepConfig, frame: Frame, todo: list[Unit], pool: Pool | None, oracles: Registry) -> None:
