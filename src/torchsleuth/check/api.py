@@ -101,19 +101,20 @@ def check(op: Any, samples: Iterable | Callable | None = None, *, reference: Cal
     module). ``out``: where the repro scripts go (default a new temporary folder); ``json``, ``junit``: the findings
     file and JUnit XML; ``db``: the SQLite store (default in ``out``).
     """
-    name, entry = _entry(op, samples, reference=reference, dtypes=_dtypes(dtypes))
-    if isolate and isinstance(entry, GivenOp):
-        raise UsageError("isolate=True runs an op whose samples come from its schema (a worker cannot be handed samples=)")
-    imports = _imports(op, _caller())
-    wanted = _dtypes(dtypes) or (tuple(entry.supported_dtypes("cpu")) if isinstance(entry, GivenOp) else None)
-    names = tuple(dtype_names.name(d) for d in wanted) if wanted else DEFAULT_DTYPES
+    # what was asked, checked before anything is registered or run
+    chosen_layouts, chosen_variants = select.resolve_layouts(_text(layouts)), select.resolve_variants(_text(variants))
     chosen_oracles = None if oracles is None else select.resolve_oracles(_text(oracles), BUILTIN)
     searches = tuple(SEARCHES) if search is None else (() if _text(search) == "none"
                                                        else select.resolve_names(_text(search), tuple(SEARCHES), "search", tuple(SEARCHES)))
+    if isolate and samples is not None:
+        raise UsageError("isolate=True runs an op whose samples come from its schema (a worker cannot be handed samples=)")
+    name, entry = _entry(op, samples, reference=reference, dtypes=_dtypes(dtypes))
+    imports = _imports(op, _caller())
+    wanted = _dtypes(dtypes) or (tuple(entry.supported_dtypes("cpu")) if isinstance(entry, GivenOp) else None)
+    names = tuple(dtype_names.name(d) for d in wanted) if wanted else DEFAULT_DTYPES
     config = SweepConfig(
-        command="check", device=device, ops=(name,), dtypes=names, layouts=select.resolve_layouts(_text(layouts)),
-        variants=select.resolve_variants(_text(variants)), workers=1 if isolate else 0, timeout=timeout, imports=imports,
-        shrink=shrink, oracles=chosen_oracles or (), search=searches,
+        command="check", device=device, ops=(name,), dtypes=names, layouts=chosen_layouts, variants=chosen_variants,
+        workers=1 if isolate else 0, timeout=timeout, imports=imports, shrink=shrink, oracles=chosen_oracles or (), search=searches,
     )
     config = depth(config, deep=True, given={"oracles"} if chosen_oracles is not None else set())
     if not select.units(config.ops, config.dtypes, device, probe=config.probe_dtypes):
