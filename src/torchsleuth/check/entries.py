@@ -21,6 +21,8 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from ..run import tree
+
 
 @dataclass
 class Given:
@@ -96,44 +98,21 @@ class GivenOp:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for sample in self.sample_inputs("cpu", dtype)[:3]:
-                sample = _map(sample, lambda t: t.detach().clone().requires_grad_(t.is_floating_point() or t.is_complex()))
+                sample = tree.map_sample_tensors(sample, lambda _, t: t.detach().clone().requires_grad_(t.is_floating_point() or t.is_complex()))
                 try:
                     result = self.op(sample.input, *sample.args, **sample.kwargs)
                 except Exception:
                     continue
-                return any(t.grad_fn is not None for t in _leaves(result))
+                return any(t.grad_fn is not None for _, t in tree.leaves(result, "out"))
         return False
 
 
 _DEFAULT = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
-def _leaves(value) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _leaves(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _leaves(v)]
-    return []
-
-
-def _map(sample: Given, fn: Callable[[torch.Tensor], torch.Tensor]) -> Given:
-    def go(value):
-        if isinstance(value, torch.Tensor):
-            return fn(value)
-        if isinstance(value, (list, tuple)):
-            return type(value)(go(v) for v in value)
-        if isinstance(value, dict):
-            return {k: go(v) for k, v in value.items()}
-        return value
-
-    return Given(go(sample.input), tuple(go(a) for a in sample.args), {k: go(v) for k, v in sample.kwargs.items()})
-
-
 def _dtype_of(sample: Given) -> torch.dtype | None:
     """The sample's dtype: its first floating (or complex) tensor's, else its first tensor's."""
-    leaves = _leaves([sample.input, *sample.args, *sample.kwargs.values()])
+    leaves = list(tree.sample_tensors(sample).values())
     chosen = [t for t in leaves if t.is_floating_point() or t.is_complex()] or leaves
     return chosen[0].dtype if chosen else None
 
@@ -149,4 +128,7 @@ def _castable(have: torch.dtype | None, want: torch.dtype) -> bool:
 
 def _cast(sample: Given, dtype: torch.dtype) -> Given:
     """A copy on the CPU, floating tensors in ``dtype`` (complex ones stay: a real dtype has no complex twin to take)."""
-    return _map(sample, lambda t: (t.detach().to("cpu", dtype) if t.is_floating_point() and dtype.is_floating_point else t.detach().to("cpu")).clone())
+    def cast(_, t: torch.Tensor) -> torch.Tensor:
+        return (t.detach().to("cpu", dtype) if t.is_floating_point() and dtype.is_floating_point else t.detach().to("cpu")).clone()
+
+    return tree.map_sample_tensors(sample, cast)
