@@ -15,6 +15,10 @@ from a hand-kept skip list:
   same call on the same storage layout, not on a contiguous copy. This one
   is read off the op's catalog name, not its trace: composite ops such as
   ``stft`` use ``as_strided`` on their own intermediates.
+* ``repeated_writes``: an op wrote one element twice through repeated
+  indices, where PyTorch leaves which write lands unspecified
+  (``run.unordered``): compared across layouts, devices and batches by
+  metadata only; the same call twice must still agree bit for bit.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class Facts:
     reduction_length: int = 1
     uninitialized: bool = False
     storage_defined: bool = False
+    repeated_writes: bool = False
     names: tuple[str, ...] = ()  # short names of every op the call dispatched to
     steps: int = 1  # how many ops that compute something it dispatched to
 
@@ -73,6 +78,7 @@ def facts(trace: Trace | None, inputs: dict, result, *, fallback: str) -> Facts:
         random_fill=primary.split(".")[1] in RANDOM_FILLS if primary.startswith("aten.") else False,
         reduction_length=reduction,
         uninitialized=bool(computing) and computing[-1] in UNINITIALIZED,
+        repeated_writes=trace.repeated_writes,
         names=tuple(dict.fromkeys(names)),
         steps=max(1, sum(1 for op in trace.ops if _short(op) not in PLUMBING)),
     )

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .unordered import repeats
+
 # Ops that move or describe data without computing: never the "op" of a finding.
 PLUMBING = frozenset(
     {
@@ -68,6 +70,7 @@ UNDECLARED_WRITES = {"aten::native_batch_norm": (3, 4), "aten::cudnn_batch_norm"
 class Trace:
     ops: list = field(default_factory=list)  # OpOverload, in call order
     written: set = field(default_factory=set)  # data_ptr of every storage a schema says is written
+    repeated_writes: bool = False  # an op wrote one element twice through its indices, in no specified order (run.unordered)
 
     def names(self) -> list[str]:
         return [str(op) for op in self.ops]
@@ -96,6 +99,8 @@ class Tracer(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         self.trace.ops.append(func)
+        if not self.trace.repeated_writes:
+            self.trace.repeated_writes = repeats(func, args, kwargs)
         schema = func._schema
         undeclared = UNDECLARED_WRITES.get(schema.name, ())
         for position, argument in enumerate(schema.arguments):
