@@ -14,7 +14,10 @@ the backward variant, the gradient) computation on contiguous tensors:
   land from ``float64``, element by element, measures how sensitive the op
   is to rounding at that precision (the judge's tolerance rule uses it);
 * ``jumped``: two float64 runs nudged by plus and minus ``JUMP`` times that,
-  to find the elements where the op jumps (see judge.tolerance).
+  to find the elements where the op jumps (see judge.tolerance);
+* ``ranged``: the float64 run with every intermediate past the case dtype's
+  largest value made an infinity (``run.ranged``): where the call's own
+  intermediates overflow in the dtype.
 
 All of them are computed lazily: a case that needs none pays for none.
 
@@ -27,6 +30,7 @@ against itself in another precision.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from typing import Any
@@ -37,6 +41,7 @@ from .. import dtypes
 from ..cases import layouts
 from ..cases.records import Case
 from . import call, tree
+from .ranged import Overflowing
 from .trace import Trace
 
 # How many units of roundoff the jump probe nudges by: about as many
@@ -104,6 +109,14 @@ class References:
         discontinuities (floor, a pixel edge, a tie) that rounding inside a kernel can cross."""
         return self._nudged((JUMP, -JUMP), seeds=(self.seed + 2, self.seed + 2))
 
+    @functools.cached_property
+    def ranged(self) -> Reference:
+        """The float64 run overflowing as the case's dtype does (see ``run.ranged``)."""
+        if not (self.dtype.is_floating_point or self.dtype.is_complex) or dtypes.wide(self.dtype) == self.dtype:
+            return Reference(error=ValueError("no narrower range than float64's"))
+        real = self.dtype.to_real() if self.dtype.is_complex else self.dtype
+        return self._run(self._converted(device="cpu", wide=True), device="cpu", wide=True, mode=Overflowing(torch.finfo(real).max))
+
     def _nudged(self, scales, *, seeds) -> tuple[Reference, ...]:
         if not self.float64.ok:
             return ()
@@ -135,14 +148,15 @@ class References:
                 found[path] = t
         return found
 
-    def _run(self, tensors: tree.Tensors, *, device: str | None = None, wide: bool = False) -> Reference:
+    def _run(self, tensors: tree.Tensors, *, device: str | None = None, wide: bool = False, mode=None) -> Reference:
         prepared = self.base
         if device is not None:
             prepared = _retarget(prepared, device=device, dtype=self.dtype if wide else None)
         if wide and self.reference is not None:
             prepared = dataclasses.replace(prepared, function=self.reference)
         try:
-            value = call.compute(prepared, tensors)
+            with mode if mode is not None else contextlib.nullcontext():
+                value = call.compute(prepared, tensors)
             call.synchronize(device or self.base.case.device)
             return Reference(value=value)
         except Exception as e:
