@@ -140,7 +140,12 @@ def overload(name: str):
 
 def is_out(name: str) -> bool:
     op = overload(name)
-    return op is not None and any(getattr(a, "is_out", False) for a in op._schema.arguments)
+    return op is not None and takes_out(op)
+
+
+def takes_out(op) -> bool:
+    """Whether the overload ``op`` is an out= overload (it takes an ``out`` argument)."""
+    return any(getattr(a, "is_out", False) for a in op._schema.arguments)
 
 
 def random(entry) -> bool:

@@ -9,10 +9,10 @@ argument shares (so broadcasting ops work) and one option per argument.
 The options: a tensor of the candidate's shape in the sample's dtype (an
 argument named like an index: int64 in [0, 2), in range for every shape
 here; named like a mask: bool); ``Tensor?`` also once None; ``Tensor[]`` a
-list of two; an int named like a dim -1 and 0 (in range for every shape),
+list of two (``TENSORS_LENGTH``); an int named like a dim -1 and 0 (in range for every shape),
 other ints 1 and 2; ``int[]`` named like dims ``[0]`` or ``[-1]``, named like a
 size or shape the candidate's shape, other lists of ones or twos; floats
-0.5, ``Scalar`` 2; bools both ways; ``ScalarType`` the sample's dtype; the
+0.5, ``Scalar`` 2 (an unsized list of them: one, or as many as a ``Tensor[]``); bools both ways; ``ScalarType`` the sample's dtype; the
 optional dtype, layout, device, memory format, generator and bool arguments
 None. An argument with a default is left out (the searches vary it later).
 An argument the generator cannot make (a ``str`` or a ``Storage`` without a
@@ -48,6 +48,8 @@ import torch
 SHAPES = ((3, 4), (2, 3, 4), (5,), (2, 2, 3, 4), ())
 # At most this many combinations of the arguments' options are tried.
 MAX_CHOICES = 12
+# How many tensors a ``Tensor[]`` argument gets.
+TENSORS_LENGTH = 2
 
 # An option: (KIND, payload). Tensors and shapes are made for the candidate; the rest are plain values.
 TENSOR, TENSORS, VALUE, SHAPE, DTYPE, NONE, LEFT_OUT = "tensor", "tensors", "value", "shape", "dtype", "none", "left out"
@@ -96,10 +98,12 @@ def _made(text: str, name: str, n: int | None) -> list[tuple[str, Any]] | None:
         if words & {"size", "sizes", "shape"}:
             return [(SHAPE, n)]
         return [(VALUE, [1] * (n or 1)), (VALUE, [2] * (n or 1))]
+    lengths = (n,) if n else (1, TENSORS_LENGTH)  # an unsized list: one value, or one per tensor of a list (foreach)
     plain = {
         "float": [0.5], "number": [2], "complex": [complex(0.5, 0.5)], "bool": [False, True],
         "Layout": [torch.strided], "Device": [torch.device("cpu")], "MemoryFormat": [torch.contiguous_format],
-        "List[bool]": [[True] * (n or 1)], "List[float]": [[0.5] * (n or 1)], "List[number]": [[2] * (n or 1)],
+        "List[bool]": [[True] * k for k in lengths], "List[float]": [[0.5] * k for k in lengths],
+        "List[number]": [[2] * k for k in lengths],
     }
     if text in plain:
         return [(VALUE, value) for value in plain[text]]
@@ -170,7 +174,7 @@ def _value(kind: str, payload, shape: tuple[int, ...], dtype: torch.dtype):
     if kind == TENSOR:
         return _tensor(payload, shape, dtype)
     if kind == TENSORS:
-        return [_tensor(payload, shape, dtype) for _ in range(2)]
+        return [_tensor(payload, shape, dtype) for _ in range(TENSORS_LENGTH)]
     if kind == SHAPE:
         return list(shape) if payload is None else list(shape[-payload:]) if len(shape) >= payload else [2] * payload
     if kind == DTYPE:

@@ -28,6 +28,7 @@ import torch
 
 from .. import dtypes as dtype_names
 from ..cases import opinfo, select
+from ..cases.reach import takes_out
 from ..cases.records import DEFAULT_DTYPES
 from ..config import SweepConfig
 from ..errors import UsageError
@@ -142,15 +143,11 @@ def _overload(op: Any):
     """The OpOverload behind ``op`` (a custom op's, a packet's only one), or None for a plain callable."""
     op = getattr(op, "_opoverload", op)  # torch.library.custom_op's CustomOpDef
     if isinstance(op, torch._ops.OpOverloadPacket):
-        kernels = [name for name in op.overloads() if _has_kernel(getattr(op, name)) and not _is_out(getattr(op, name))]
+        kernels = [name for name in op.overloads() if _has_kernel(getattr(op, name)) and not takes_out(getattr(op, name))]
         if len(kernels) != 1:
             raise UsageError(f"{op} has overloads {', '.join(kernels or op.overloads())}: pass one (torch.ops.{op}.OVERLOAD)")
         return getattr(op, kernels[0])
     return op if isinstance(op, torch._ops.OpOverload) else None
-
-
-def _is_out(overload) -> bool:
-    return any(getattr(a, "is_out", False) for a in overload._schema.arguments)
 
 
 def _has_kernel(overload) -> bool:
