@@ -39,6 +39,8 @@ import json
 import os
 import tempfile
 import warnings
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -226,14 +228,14 @@ class SchemaOp:
         return set(self._backward)
 
     def sample_inputs(self, device, dtype: torch.dtype, requires_grad: bool = False):
-        """The working calls in ``dtype`` as ``SampleInput``s: the first argument, the others by position and keyword."""
-        from torch.testing._internal.opinfo.core import SampleInput
-
+        """The working calls in ``dtype`` as samples (OpInfo's ``SampleInput`` shape: the first argument as ``input``,
+        the others by position and keyword)."""
         self._probed()
         for call in self._working.get(dtype, ()):
             args, kwargs = self._make(call, dtype, requires_grad)
-            sample = SampleInput(args[0], args=tuple(args[1:]), kwargs=kwargs)
-            yield sample if str(device) == "cpu" else sample.transform(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t)
+            if str(device) != "cpu":
+                args, kwargs = _moved(args, device), _moved(kwargs, device)
+            yield Drawn(args[0], tuple(args[1:]), kwargs)
 
     def public_name(self, variant: str) -> str:
         """A repro script's expression for the variant's callable ("torch.ops.aten.relu_.default"); "" where it has none."""
@@ -312,6 +314,26 @@ class SchemaOp:
         self._backward = frozenset(getattr(torch, d) for d in record["backward"])
         self._error = record["error"]
         self._settle(record.get("reason", ""))
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One generated call, read as the OpInfo adapter reads a ``SampleInput``."""
+
+    input: Any
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+
+def _moved(value, device):
+    """``value`` with every tensor in it (in lists, tuples and dicts) on ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_moved(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _moved(v, device) for k, v in value.items()}
+    return value
 
 
 def _key(dtype: torch.dtype, call: schema_calls.Call | None) -> str:
