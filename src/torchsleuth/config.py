@@ -8,9 +8,12 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Protocol
 
 from .cases.records import DEFAULT_DTYPES, LAYOUTS, VARIANTS
+from .errors import UsageError
 
 DEFAULT_SAMPLES = 3
 DEFAULT_TIMEOUT = 60.0
+# Where a sweep's units run: worker processes on this machine (run.pool), or Ray tasks on a cluster (run.ray_pool).
+EXECUTORS = ("local", "ray")
 
 
 class RunConfig(Protocol):
@@ -60,11 +63,20 @@ class SweepConfig:
     probe_dtypes: bool = False
     # oracles whose cases join the searched cases, within the budget (a whole-catalog run's sample of them), by name
     sampled: tuple[str, ...] = ()
+    # where the units run (EXECUTORS), and the Ray cluster to join (HOST:PORT or "auto"; None: a local Ray instance)
+    executor: str = "local"
+    ray_address: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.executor not in EXECUTORS:
+            raise UsageError(f"unknown executor {self.executor!r}; expected one of: {', '.join(EXECUTORS)}")
+        if self.ray_address is not None and self.executor != "ray":
+            raise UsageError(f"a Ray address ({self.ray_address!r}) needs the ray executor; the local pool runs on this machine only")
 
     def key(self) -> str:
-        """Identifies what is swept (not how fast): a rerun with the same key resumes."""
+        """Identifies what is swept (not how fast, nor where): a rerun with the same key resumes, on either executor."""
         fields = asdict(self)
-        for how in ("workers", "timeout", "threads", "shrink"):
+        for how in ("workers", "timeout", "threads", "shrink", "executor", "ray_address"):
             fields.pop(how)
         for added in ("search", "budget", "budget_seconds", "probe_dtypes", "sampled"):  # absent at their defaults: older runs keep their keys
             if fields[added] == _DEFAULTS[added]:

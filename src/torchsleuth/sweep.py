@@ -2,7 +2,8 @@
 
 Design note. The parent process plans the units (one per op and dtype the op
 supports on the device), opens or resumes the run in the store, and hands the
-units not yet finished to the worker pool. Each worker runs
+units not yet finished to the worker pool (run.pool; with ``executor="ray"``
+Ray tasks on a cluster, run.ray_pool, which means the same). Each worker runs
 ``engine.run_unit`` (cases -> run -> judge) and streams outcomes back; the
 parent stores them and tells the progress display. A worker that dies or
 hangs becomes a ``crash`` or ``hang`` finding for the case it was running,
@@ -46,6 +47,7 @@ from .report import groups as grouping, outputs, repro
 from .report.groups import Group
 from .run.imports import load_imports
 from .run.pool import Callbacks, Pool
+from .run.ray_pool import RayPool
 from .shrink import stage
 from .shrink.records import Shrunk
 from .store.coverage import Coverage, of_run as coverage_of
@@ -234,6 +236,8 @@ def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = No
         pool = _pool(config, db, oracles) if config.workers else None  # one pool for the sweep and its shrink stage
         try:
             _execute(config, frame, todo, pool, oracles)
+            if isinstance(pool, RayPool) and pool.cases:  # which nodes ran how many cases (the local pool's are this machine's)
+                frame.note("executor", pool.where())
             if config.shrink:
                 shrink_run(config, frame.store, frame.run.id, frame.progress, pool=pool, oracles=oracles)
         finally:
@@ -307,10 +311,14 @@ def shrink_run(config: SweepConfig, store: Store, run_id: int, progress: Progres
             pool.close()
 
 
-def _pool(config: SweepConfig, db: str | Path, oracles: Registry) -> Pool:
-    """One pool for a sweep and its shrink stage; an oracle's case may take its ``slower`` times the timeout."""
-    return Pool(functools.partial(_work, oracles=oracles), _describe, config, workers=config.workers, timeout=config.timeout,
-                threads=config.threads, log=worker_log(db), slower=oracles.slower)
+def _pool(config: SweepConfig, db: str | Path, oracles: Registry) -> Pool | RayPool:
+    """One pool for a sweep and its shrink stage, local or Ray (``config.executor``); an oracle's case may take its
+    ``slower`` times the timeout."""
+    work, options = functools.partial(_work, oracles=oracles), dict(workers=config.workers, timeout=config.timeout, threads=config.threads,
+                                                                    log=worker_log(db), slower=oracles.slower)
+    if config.executor == "ray":
+        return RayPool(work, _describe, config, address=config.ray_address, **options)
+    return Pool(work, _describe, config, **options)
 
 
 def worker_log(db: str | Path) -> str:

@@ -11,9 +11,10 @@ from ..cases import layouts
 from ..cases.records import DEFAULT_DTYPES, VARIANTS
 from ..errors import ExitCode, UsageError
 from ..judge.plugin import BUILTIN
+from ..run import ray_pool
 from ..run.search import DESCRIPTIONS as _SEARCHES
 from ..sweep import CATALOG_BUDGET, POINTED_OPS, depth
-from ..config import DEFAULT_SAMPLES
+from ..config import DEFAULT_SAMPLES, EXECUTORS
 from .arguments import budget, command, count, cpus, imports as load, seconds
 
 EPILOG = f"""\
@@ -58,6 +59,8 @@ examples:
   torchsleuth ops --device cuda --json findings.json
   torchsleuth ops --junit results.xml              # for CI: a test case per op, variant and dtype
   torchsleuth ops --import my_kernels.py --ops my_op   # your own kernels, registered by torch.library
+  torchsleuth ops --executor ray                   # on a local Ray instance (pip install 'torchsleuth[ray]')
+  torchsleuth ops --executor ray --ray-address HEAD:6379   # on a Ray cluster (docs/scale.md)
 """
 
 
@@ -87,8 +90,17 @@ def add_parser(commands) -> None:
     p.add_argument("--budget", type=budget, metavar="N|Ns",
                    help=f"searched cases per op and dtype: N cases, or Ns seconds, 0 for no limit "
                         f"(default {CATALOG_BUDGET} in a catalog run, none in a pointed one)")
-    p.add_argument("--workers", type=count, default=cpus(), metavar="N",
-                   help="worker processes (default: one per CPU); 0 runs in this process, without crash isolation")
+    p.add_argument("--workers", type=count, metavar="N",
+                   help="worker processes (default: one per CPU); 0 runs in this process, without crash isolation; "
+                        "with --executor ray, the units in flight at once (default: one per CPU of the cluster, or per GPU on cuda)")
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="where the units run: local, worker processes on this machine (default); ray, Ray tasks on a "
+                        "local Ray instance or the cluster at --ray-address, results streamed back into this machine's "
+                        "store, with the same isolation and resume (needs pip install 'torchsleuth[ray]')")
+    p.add_argument("--ray-address", metavar="HOST:PORT",
+                   help="with --executor ray: the Ray cluster to join, its head node's address (port 6379 unless `ray start "
+                        "--head --port` said otherwise) or 'auto' (the cluster this machine joined); "
+                        "default: start a local Ray instance")
     p.add_argument("--timeout", type=seconds, default=config_module.DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"a case running longer is a hang (default {config_module.DEFAULT_TIMEOUT:g})")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
@@ -135,6 +147,7 @@ def run(args) -> int:
     oracles = select.resolve_oracles(args.oracles, BUILTIN)
     searches = select.resolve_names(args.search, tuple(_SEARCHES), "search", tuple(_SEARCHES)) if args.search != "none" else ()
     device = devices.parse(args.device)
+    _check_executor(args, device)
     oracles = _deep_flags(args, oracles, device)
     imports = load(args.imports)
     ops = select.resolve_ops(args.ops)
@@ -142,8 +155,9 @@ def run(args) -> int:
         return _list(ops, device)
     config = SweepConfig(
         command="ops", device=device, ops=ops, dtypes=dtypes, layouts=layouts_, variants=variants,
-        samples=DEFAULT_SAMPLES, workers=args.workers, timeout=args.timeout, imports=imports, shrink=not args.no_shrink,
-        oracles=oracles, search=searches, probe_dtypes=bool(args.probe_dtypes),
+        samples=DEFAULT_SAMPLES, workers=cpus() if args.workers is None else args.workers, timeout=args.timeout, imports=imports,
+        shrink=not args.no_shrink, oracles=oracles, search=searches, probe_dtypes=bool(args.probe_dtypes),
+        executor=args.executor, ray_address=args.ray_address,
     )
     deep = args.depth == "deep" or (args.depth == "auto" and args.ops is not None and len(ops) <= POINTED_OPS)
     config = depth(config, deep=deep, given={name for name in ("samples", "oracles", "budget", "probe_dtypes")
@@ -154,7 +168,35 @@ def run(args) -> int:
         config = dataclasses.replace(config, samples=args.samples)
     if not select.units(ops, dtypes, device, probe=config.probe_dtypes):
         raise UsageError(f"nothing to sweep: no selected op supports {', '.join(dtypes)} on {device}; `--list` shows each op's dtypes")
-    return finish(config, out=Path(args.out), db=args.db, json_path=args.json, progress=not args.no_progress, junit_path=args.junit)
+    config, executor = _executor(config, given=args.workers is not None)
+    return finish(config, out=Path(args.out), db=args.db, json_path=args.json, progress=not args.no_progress, junit_path=args.junit,
+                  executor=executor)
+
+
+def _check_executor(args, device: str) -> None:
+    """--executor, --ray-address and --workers together, before anything loads."""
+    if args.ray_address is not None and args.executor != "ray":
+        raise UsageError(f"--ray-address {args.ray_address} needs --executor ray; the local pool (the default) runs on this machine only")
+    if args.executor != "ray":
+        return
+    if args.workers == 0:
+        raise UsageError("--workers 0 runs every case in this process, which --executor ray does not; give the units in flight "
+                         "at once (N >= 1), or leave --workers out: one per CPU of the cluster")
+    if device != device.split(":")[0]:
+        raise UsageError(f"--device {device} with --executor ray: Ray hands each unit its GPU; give --device {device.split(':')[0]}")
+    ray_pool.importable()
+
+
+def _executor(config, *, given: bool):
+    """The config with its workers for the executor, and the executor in words (the progress says it). Joins Ray (seconds)."""
+    if config.executor != "ray":
+        if not config.workers:
+            return config, "this process (--workers 0: no crash isolation)"
+        return config, f"local pool, {config.workers} worker{'s' if config.workers != 1 else ''}"
+    cluster = ray_pool.connect(config.ray_address)
+    capacity = cluster.capacity(config.device, config.threads)  # UsageError if none
+    workers = config.workers if given else capacity
+    return dataclasses.replace(config, workers=workers), f"{cluster}, at most {workers} units at once"
 
 
 def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
@@ -172,13 +214,14 @@ def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
     return (*(o for o in oracles if o != "capability"), chosen)
 
 
-def finish(config, *, out: Path, db: str | None, json_path: str | None, progress: bool, junit_path: str | None = None) -> int:
-    """Run the sweep (it writes the outputs), print the summary; the exit status."""
+def finish(config, *, out: Path, db: str | None, json_path: str | None, progress: bool, junit_path: str | None = None,
+           executor: str = "") -> int:
+    """Run the sweep (it writes the outputs), print the summary; the exit status. ``executor``: where it runs, in words."""
     from ..report import outputs, terminal
     from ..sweep import sweep
 
     outputs.check(out=out, json=json_path, junit=junit_path)
-    result = sweep(config, db=db or str(out / "runs.db"), progress=terminal.TerminalProgress(enabled=progress),
+    result = sweep(config, db=db or str(out / "runs.db"), progress=terminal.TerminalProgress(enabled=progress, executor=executor),
                    out=out, json=json_path, junit=junit_path)
     terminal.summary(result, written=result.written)
     return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN

@@ -26,9 +26,10 @@ _STATUS_STYLES = {"pass": "green", "finding": "bold red", "raised": "yellow", "s
 class TerminalProgress:
     """The ``sweep.Progress`` the CLI uses: a rich progress bar over units."""
 
-    def __init__(self, console: Console | None = None, *, enabled: bool = True):
+    def __init__(self, console: Console | None = None, *, enabled: bool = True, executor: str = ""):
         self.console = console or Console(stderr=True)
         self.enabled = enabled
+        self.executor = executor  # where the cases run, in words ("local pool, 2 workers"): said once, at the start
         self.cases = 0
         self.findings = 0
         self._bar = None
@@ -37,6 +38,8 @@ class TerminalProgress:
     def start(self, *, units: int, done: int, resumed: bool) -> None:
         if resumed:
             self.console.print(f"[bold]resuming[/] the unfinished run: {done} of {units} op/dtype units already done")
+        if self.executor:
+            self.console.print(Text(f"running on: {self.executor}", style="dim"))
         if not self.enabled:
             return
         self._bar = Progress(

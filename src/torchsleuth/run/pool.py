@@ -27,7 +27,9 @@ Whatever a worker prints (a CUDA device-side assert, glibc's heap-corruption
 abort) goes to the ``log`` file when one is given, not to the terminal.
 
 The pool knows nothing of what a unit or an event means beyond that; the
-caller (torchsleuth.sweep) supplies the work and describe functions.
+caller (torchsleuth.sweep) supplies the work and describe functions. What the
+events mean (the replay, the report, the retries) is run.dispatch's, which the
+Ray pool (run.ray_pool) shares.
 """
 
 from __future__ import annotations
@@ -36,13 +38,11 @@ import multiprocessing
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Callable, Iterable
 
-# A worker that dies this many times on one unit outside any case is given
-# up on: the unit fails, the sweep goes on.
-SETUP_RETRIES = 1
+from .dispatch import Callbacks, Dispatcher, Slot
 
 
 class DeviceLost(Exception):
@@ -86,32 +86,13 @@ def _worker_main(conn: Connection, work: Callable, describe: Callable, config, t
         conn.send(("done", None))
 
 
-@dataclass
-class _Slot:
+@dataclass(kw_only=True)
+class _Slot(Slot):
     process: multiprocessing.Process
     conn: Connection
-    unit: object = None
-    skip: set = field(default_factory=set)
-    in_flight: str | None = None  # case id begun and not finished
-    since: float = 0.0
-    limit: float = 0.0  # seconds the case in flight may take
-    setup_failures: int = 0
-    replaying: str | None = None  # case id being replayed alone after a failure
-    describing: tuple | None = None  # (case_id, kind, how) waiting for its description
 
 
-@dataclass
-class Callbacks:
-    skip_for: Callable[[object], set]
-    on_outcome: Callable[[object, object], None]
-    on_failed: Callable[[object, str, str, str, object], None]  # unit, case_id, crash|hang, how, call
-    on_collateral: Callable[[object, str, str], None]
-    on_unit_done: Callable[[object, str, str], None]  # unit, "done"|"failed", detail
-    # what a unit says about itself that is no case's outcome: "KIND DETAIL" (the search's budget: "search 24/180")
-    on_note: Callable[[object, str], None] = lambda unit, note: None
-
-
-class Pool:
+class Pool(Dispatcher):
     def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1, log: str | None = None,
                  slower: Callable[[str], float] = lambda case_id: 1.0):
         self.work, self.describe, self.config, self.log = work, describe, config, log
@@ -140,12 +121,8 @@ class Pool:
                 for slot in busy:
                     if slot.conn in ready:
                         self._drain(slot)
-                    elif time.monotonic() - slot.since > self.timeout and slot.describing is not None:
-                        self._kill(slot)
-                        self._described(slot, None)
-                    elif slot.in_flight is not None and time.monotonic() - slot.since > slot.limit:
-                        self._kill(slot)
-                        self._case_failed(slot, "hang", f"no answer after {slot.limit:g} s")
+                    else:
+                        self._check_time(slot)
         except BaseException:
             self.close()
             raise
@@ -176,19 +153,12 @@ class Pool:
     def _send_run(self, slot: _Slot, only: str | None = None) -> None:
         slot.conn.send(("run", slot.unit, slot.skip, only))
 
-    def _wait_time(self, busy: list[_Slot]) -> float:
-        now = time.monotonic()
-        left = [slot.limit - (now - slot.since) for slot in busy if slot.in_flight is not None]
-        return max(0.05, min(left)) if left else 1.0
+    def _send_describe(self, slot: _Slot, case_id: str) -> None:
+        slot.conn.send(("describe", slot.unit, case_id))
 
-    def _next_unit(self, slot: _Slot) -> None:
-        slot.unit, slot.in_flight, slot.replaying, slot.describing = None, None, None, None
-        if not self.queue:
-            return
-        slot.unit = self.queue.pop()
-        slot.skip = set(self.cb.skip_for(slot.unit))
-        slot.setup_failures = 0
-        self._send_run(slot)
+    def where(self) -> str:
+        """Where the cases ran, for the run's notes."""
+        return f"local pool, {self.workers} worker{'s' if self.workers != 1 else ''}"
 
     # --- events -----------------------------------------------------------------------------
 
@@ -199,73 +169,12 @@ class Pool:
                     return
                 kind, payload = slot.conn.recv()
             except (EOFError, OSError):
-                return self._died(slot)
-            if kind == "begin":
-                slot.in_flight, slot.since = payload, time.monotonic()
-                slot.limit = self.timeout * self.slower(payload)
-            elif kind == "outcome":
-                slot.skip.add(slot.in_flight)
-                slot.in_flight = None
-                self.cb.on_outcome(slot.unit, payload)
-            elif kind == "note":
-                self.cb.on_note(slot.unit, payload)
-            elif kind == "described":
-                self._described(slot, payload)
-            elif kind == "lost":  # the worker exits; a fresh one goes on with the unit
                 slot.process.join(timeout=5)
-                self._replace(slot)
-                self._send_run(slot)
+                return self._died(slot, _describe_exit(slot.process.exitcode))
+            if kind == "lost":  # the worker exits by itself
+                slot.process.join(timeout=5)
+            if not self._event(slot, kind, payload):
                 return
-            elif kind == "done" and slot.replaying is not None:
-                self.cb.on_collateral(slot.unit, slot.replaying, "it passed when run alone in a fresh worker")
-                slot.skip.add(slot.replaying)
-                slot.replaying = None
-                self._send_run(slot)
-                return
-            elif kind in ("done", "failed"):
-                self.cb.on_unit_done(slot.unit, kind, payload or "")
-                self._next_unit(slot)
-                return
-
-    def _described(self, slot: _Slot, call) -> None:
-        """Report the failed case with its description (None if describing it failed too)."""
-        case_id, failure, how = slot.describing
-        slot.describing = None
-        if call is None:
-            self._replace(slot)
-        self.cb.on_failed(slot.unit, case_id, failure, how, call)
-        self._send_run(slot)
-
-    def _died(self, slot: _Slot) -> None:
-        slot.process.join(timeout=5)
-        how = _describe_exit(slot.process.exitcode)
-        if slot.describing is not None:
-            return self._described(slot, None)
-        if slot.in_flight is not None:
-            return self._case_failed(slot, "crash", how)
-        # died outside any case: retry the unit once, then give up on it
-        slot.setup_failures += 1
-        failures = slot.setup_failures
-        self._replace(slot)
-        if failures > SETUP_RETRIES:
-            self.cb.on_unit_done(slot.unit, "failed", how)
-            self._next_unit(slot)
-        else:
-            slot.setup_failures = failures
-            self._send_run(slot)
-
-    def _case_failed(self, slot: _Slot, kind: str, how: str) -> None:
-        """A case killed its worker: replay it alone; if this was the replay, describe and report it."""
-        case_id = slot.in_flight
-        self._replace(slot)
-        if slot.replaying == case_id:
-            slot.replaying = None
-            slot.skip.add(case_id)
-            slot.describing, slot.since = (case_id, kind, how), time.monotonic()
-            slot.conn.send(("describe", slot.unit, case_id))
-        else:
-            slot.replaying = case_id
-            self._send_run(slot, only=case_id)
 
     def close(self) -> None:
         for slot in self.slots:

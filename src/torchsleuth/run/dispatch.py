@@ -1,0 +1,171 @@
+"""What both worker pools share: a slot per unit in flight, and what each event of its worker means.
+
+Design note. The local pool (run.pool: worker processes on this machine) and the
+Ray pool (run.ray_pool: Ray tasks, on a cluster) differ only in how a unit's
+events travel and how a worker is ended or replaced. What the events mean is
+here, once: ``begin`` marks a case in flight (and starts its clock),
+``outcome`` ends it, a worker that dies or hangs with a case in flight has that
+case replayed alone in a fresh worker, and only a replay that dies or hangs too
+is reported (``on_failed``, with the case's description from yet another
+worker); a replay that passes is ``on_collateral``. The unit then resumes after
+that case, skipping every case already reported. A worker that dies outside any
+case has its unit retried ``SETUP_RETRIES`` times, then the unit fails.
+
+A pool subclasses ``Dispatcher`` and moves the messages: ``_send_run`` (the
+slot's unit, skipping ``slot.skip``; only one case when ``only`` is given),
+``_send_describe``, ``_replace`` (a fresh worker in the slot) and ``_kill``
+(end a worker that hangs); it feeds each event it receives to ``_event``, a
+worker's death to ``_died``, and checks the clocks with ``_check_time``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+# A worker that dies this many times on one unit outside any case is given
+# up on: the unit fails, the sweep goes on.
+SETUP_RETRIES = 1
+
+
+@dataclass
+class Callbacks:
+    skip_for: Callable[[object], set]
+    on_outcome: Callable[[object, object], None]
+    on_failed: Callable[[object, str, str, str, object], None]  # unit, case_id, crash|hang, how, call
+    on_collateral: Callable[[object, str, str], None]
+    on_unit_done: Callable[[object, str, str], None]  # unit, "done"|"failed", detail
+    # what a unit says about itself that is no case's outcome: "KIND DETAIL" (the search's budget: "search 24/180")
+    on_note: Callable[[object, str], None] = lambda unit, note: None
+
+
+@dataclass(kw_only=True)
+class Slot:
+    """One unit in flight and where its cases stand; a pool's subclass adds its worker."""
+
+    unit: object = None
+    skip: set = field(default_factory=set)
+    in_flight: str | None = None  # case id begun and not finished
+    since: float = 0.0
+    limit: float = 0.0  # seconds the case in flight may take
+    setup_failures: int = 0
+    replaying: str | None = None  # case id being replayed alone after a failure
+    describing: tuple | None = None  # (case_id, kind, how) waiting for its description
+
+
+class Dispatcher:
+    """The bookkeeping of the slots; a subclass moves the messages (see the design note)."""
+
+    timeout: float
+    slower: Callable[[str], float]  # a case id -> how many timeouts it may take
+    cb: Callbacks
+    queue: list
+
+    # --- what a pool provides --------------------------------------------------------------
+
+    def _send_run(self, slot: Slot, only: str | None = None) -> None:
+        raise NotImplementedError
+
+    def _send_describe(self, slot: Slot, case_id: str) -> None:
+        raise NotImplementedError
+
+    def _replace(self, slot: Slot) -> None:
+        """A fresh worker for the slot (the old one ended), with no case in flight."""
+        raise NotImplementedError
+
+    def _kill(self, slot: Slot) -> None:
+        raise NotImplementedError
+
+    # --- shared ----------------------------------------------------------------------------
+
+    def _wait_time(self, busy: list[Slot]) -> float:
+        now = time.monotonic()
+        left = [slot.limit - (now - slot.since) for slot in busy if slot.in_flight is not None]
+        return max(0.05, min(left)) if left else 1.0
+
+    def _next_unit(self, slot: Slot) -> None:
+        slot.unit, slot.in_flight, slot.replaying, slot.describing = None, None, None, None
+        if not self.queue:
+            return
+        slot.unit = self.queue.pop()
+        slot.skip = set(self.cb.skip_for(slot.unit))
+        slot.setup_failures = 0
+        self._send_run(slot)
+
+    def _check_time(self, slot: Slot) -> None:
+        """A slot that sent nothing: a description or a case past its time has its worker killed."""
+        if time.monotonic() - slot.since > self.timeout and slot.describing is not None:
+            self._kill(slot)
+            self._described(slot, None)
+        elif slot.in_flight is not None and time.monotonic() - slot.since > slot.limit:
+            self._kill(slot)
+            self._case_failed(slot, "hang", f"no answer after {slot.limit:g} s")
+
+    def _event(self, slot: Slot, kind: str, payload) -> bool:
+        """One event from the slot's worker; False when the worker's stream is done with (read no further)."""
+        if kind == "begin":
+            slot.in_flight, slot.since = payload, time.monotonic()
+            slot.limit = self.timeout * self.slower(payload)
+        elif kind == "outcome":
+            slot.skip.add(slot.in_flight)
+            slot.in_flight = None
+            self.cb.on_outcome(slot.unit, payload)
+        elif kind == "note":
+            self.cb.on_note(slot.unit, payload)
+        elif kind == "described":
+            self._described(slot, payload)
+        elif kind == "lost":  # the worker is gone; a fresh one goes on with the unit
+            self._replace(slot)
+            self._send_run(slot)
+            return False
+        elif kind == "done" and slot.replaying is not None:
+            self.cb.on_collateral(slot.unit, slot.replaying, "it passed when run alone in a fresh worker")
+            slot.skip.add(slot.replaying)
+            slot.replaying = None
+            self._send_run(slot)
+            return False
+        elif kind in ("done", "failed"):
+            self.cb.on_unit_done(slot.unit, kind, payload or "")
+            self._next_unit(slot)
+            return False
+        return True
+
+    def _described(self, slot: Slot, call) -> None:
+        """Report the failed case with its description (None if describing it failed too)."""
+        case_id, failure, how = slot.describing
+        slot.describing = None
+        if call is None:
+            self._replace(slot)
+        self.cb.on_failed(slot.unit, case_id, failure, how, call)
+        self._send_run(slot)
+
+    def _died(self, slot: Slot, how: str) -> None:
+        """The slot's worker died (``how``, in words): blame the case in flight, or retry the unit."""
+        if slot.describing is not None:
+            return self._described(slot, None)
+        if slot.in_flight is not None:
+            return self._case_failed(slot, "crash", how)
+        # died outside any case: retry the unit once, then give up on it
+        slot.setup_failures += 1
+        failures = slot.setup_failures
+        self._replace(slot)
+        if failures > SETUP_RETRIES:
+            self.cb.on_unit_done(slot.unit, "failed", how)
+            self._next_unit(slot)
+        else:
+            slot.setup_failures = failures
+            self._send_run(slot)
+
+    def _case_failed(self, slot: Slot, kind: str, how: str) -> None:
+        """A case killed its worker: replay it alone; if this was the replay, describe and report it."""
+        case_id = slot.in_flight
+        self._replace(slot)
+        if slot.replaying == case_id:
+            slot.replaying = None
+            slot.skip.add(case_id)
+            slot.describing, slot.since = (case_id, kind, how), time.monotonic()
+            self._send_describe(slot, case_id)
+        else:
+            slot.replaying = case_id
+            self._send_run(slot, only=case_id)
