@@ -236,7 +236,7 @@ def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = No
         pool = _pool(config, db, oracles) if config.workers else None  # one pool for the sweep and its shrink stage
         try:
             _execute(config, frame, todo, pool, oracles)
-            if isinstance(pool, RayPool) and pool.cases:  # which nodes ran how many cases (the local pool's are this machine's)
+            if pool is not None and pool.outcomes:  # which executor ran how many cases, on which nodes
                 frame.note("executor", pool.where())
             if config.shrink:
                 shrink_run(config, frame.store, frame.run.id, frame.progress, pool=pool, oracles=oracles)

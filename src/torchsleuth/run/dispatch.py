@@ -57,6 +57,7 @@ class Slot:
 class Dispatcher:
     """The bookkeeping of the slots; a subclass moves the messages (see the design note)."""
 
+    outcomes: int = 0  # cases whose outcome a worker sent, over every run of the pool
     timeout: float
     slower: Callable[[str], float]  # a case id -> how many timeouts it may take
     cb: Callbacks
@@ -108,6 +109,7 @@ class Dispatcher:
             slot.in_flight, slot.since = payload, time.monotonic()
             slot.limit = self.timeout * self.slower(payload)
         elif kind == "outcome":
+            self.outcomes += 1
             slot.skip.add(slot.in_flight)
             slot.in_flight = None
             self.cb.on_outcome(slot.unit, payload)

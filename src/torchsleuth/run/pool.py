@@ -158,7 +158,7 @@ class Pool(Dispatcher):
 
     def where(self) -> str:
         """Where the cases ran, for the run's notes."""
-        return f"local pool, {self.workers} worker{'s' if self.workers != 1 else ''}"
+        return f"local pool, {self.workers} worker{'s' if self.workers != 1 else ''}: {self.outcomes} cases on this machine"
 
     # --- events -----------------------------------------------------------------------------
 
