@@ -46,7 +46,8 @@ from .judge.records import Finding, Outcome
 from .report import groups as grouping, outputs, repro
 from .report.groups import Group
 from .run.imports import load_imports
-from .run.pool import Callbacks, Pool
+from .run.dispatch import Callbacks
+from .run.pool import Pool
 from .run.ray_pool import RayPool
 from .shrink import stage
 from .shrink.records import Shrunk

@@ -11,18 +11,21 @@ worker); a replay that passes is ``on_collateral``. The unit then resumes after
 that case, skipping every case already reported. A worker that dies outside any
 case has its unit retried ``SETUP_RETRIES`` times, then the unit fails.
 
-A pool subclasses ``Dispatcher`` and moves the messages: ``_send_run`` (the
-slot's unit, skipping ``slot.skip``; only one case when ``only`` is given),
-``_send_describe``, ``_replace`` (a fresh worker in the slot) and ``_kill``
-(end a worker that hangs); it feeds each event it receives to ``_event``, a
-worker's death to ``_died``, and checks the clocks with ``_check_time``.
+``Dispatcher.run`` is the loop both share: start the slots, hand out units,
+wait for whichever worker speaks, check the clocks of the others. A pool
+subclasses it and moves the messages: ``_start`` (a slot), ``_ready`` (the
+slots whose worker sent something, waiting at most a timeout), ``_drain``
+(read a slot's events, feeding each to ``_event`` and a worker's death to
+``_died``), ``_send_run`` (the slot's unit, skipping ``slot.skip``; only one
+case when ``only`` is given), ``_send_describe``, ``_replace`` (a fresh worker
+in the slot), ``_kill`` (end a worker that hangs) and ``close``.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 # A worker that dies this many times on one unit outside any case is given
 # up on: the unit fails, the sweep goes on.
@@ -58,12 +61,57 @@ class Dispatcher:
     """The bookkeeping of the slots; a subclass moves the messages (see the design note)."""
 
     outcomes: int = 0  # cases whose outcome a worker sent, over every run of the pool
+    workers: int
     timeout: float
     slower: Callable[[str], float]  # a case id -> how many timeouts it may take
     cb: Callbacks
     queue: list
+    slots: list
+
+    def run(self, units: Iterable, callbacks: Callbacks, *, close: bool = True) -> None:
+        """Run every unit; what happens arrives through ``callbacks``.
+
+        With ``close=False`` the workers stay up for the next ``run`` (the sweep
+        and its shrink stage share them: starting a worker costs seconds);
+        ``close()`` ends them.
+        """
+        self.cb = callbacks
+        self.queue = list(units)[::-1]
+        try:
+            while len(self.slots) < min(self.workers, len(self.queue)):
+                self.slots.append(self._start())
+            for slot in self.slots:
+                self._next_unit(slot)
+            while any(slot.unit is not None for slot in self.slots):
+                busy = [slot for slot in self.slots if slot.unit is not None]
+                ready = self._ready(busy, self._wait_time(busy))
+                for slot in busy:
+                    if any(slot is r for r in ready):
+                        self._drain(slot)
+                    else:
+                        self._check_time(slot)
+        except BaseException:
+            self.close()
+            raise
+        if close:
+            self.close()
 
     # --- what a pool provides --------------------------------------------------------------
+
+    def _start(self) -> Slot:
+        """A new slot with its worker (or a place for one)."""
+        raise NotImplementedError
+
+    def _ready(self, busy: list[Slot], timeout: float) -> list[Slot]:
+        """The busy slots whose worker has sent something, waiting at most ``timeout`` seconds for one."""
+        raise NotImplementedError
+
+    def _drain(self, slot: Slot) -> None:
+        """Read what the slot's worker sent, feeding each event to ``_event``."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
 
     def _send_run(self, slot: Slot, only: str | None = None) -> None:
         raise NotImplementedError

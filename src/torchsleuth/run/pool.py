@@ -40,9 +40,9 @@ import signal
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Callable, Iterable
+from typing import Callable
 
-from .dispatch import Callbacks, Dispatcher, Slot
+from .dispatch import Dispatcher, Slot
 
 
 class DeviceLost(Exception):
@@ -101,33 +101,9 @@ class Pool(Dispatcher):
         self.context = multiprocessing.get_context("spawn")
         self.slots: list[_Slot] = []
 
-    def run(self, units: Iterable, callbacks: Callbacks, *, close: bool = True) -> None:
-        """Run every unit; what happens arrives through ``callbacks``.
-
-        With ``close=False`` the workers stay up for the next ``run`` (the sweep
-        and its shrink stage share them: starting a worker costs seconds);
-        ``close()`` ends them.
-        """
-        self.cb = callbacks
-        self.queue = list(units)[::-1]
-        try:
-            while len(self.slots) < min(self.workers, len(self.queue)):
-                self.slots.append(self._start())
-            for slot in self.slots:
-                self._next_unit(slot)
-            while any(slot.unit is not None for slot in self.slots):
-                busy = [slot for slot in self.slots if slot.unit is not None]
-                ready = wait([slot.conn for slot in busy], timeout=self._wait_time(busy))
-                for slot in busy:
-                    if slot.conn in ready:
-                        self._drain(slot)
-                    else:
-                        self._check_time(slot)
-        except BaseException:
-            self.close()
-            raise
-        if close:
-            self.close()
+    def _ready(self, busy: list[_Slot], timeout: float) -> list[_Slot]:
+        ready = wait([slot.conn for slot in busy], timeout=timeout)
+        return [slot for slot in busy if slot.conn in ready]
 
     # --- workers --------------------------------------------------------------------------
 

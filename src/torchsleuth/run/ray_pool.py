@@ -36,10 +36,10 @@ import collections
 import logging
 import socket
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable
 
 from ..errors import UsageError
-from .dispatch import Callbacks, Dispatcher, Slot
+from .dispatch import Dispatcher, Slot
 from .pool import DeviceLost
 
 # Seconds to wait for a --ray-address to accept a connection before saying it does not answer.
@@ -209,32 +209,16 @@ class RayPool(Dispatcher):
         self.slots: list[_RaySlot] = []
         self.cases: collections.Counter[str] = collections.Counter()  # node -> cases whose outcome it sent
 
-    def run(self, units: Iterable, callbacks: Callbacks, *, close: bool = True) -> None:
-        """As ``Pool.run``: every unit, what happens told through ``callbacks``."""
+    def _start(self) -> _RaySlot:
+        return _RaySlot()  # its task starts with its first unit
+
+    def _ready(self, busy: list[_RaySlot], timeout: float) -> list[_RaySlot]:
         import ray
 
-        self.cb = callbacks
-        self.queue = list(units)[::-1]
-        try:
-            while len(self.slots) < min(self.workers, len(self.queue)):
-                self.slots.append(_RaySlot())
-            for slot in self.slots:
-                self._next_unit(slot)
-            while any(slot.unit is not None for slot in self.slots):
-                busy = [slot for slot in self.slots if slot.unit is not None]
-                tasks = [slot.task for slot in busy]
-                ray.wait(tasks, num_returns=1, timeout=self._wait_time(busy))
-                ready, _ = ray.wait(tasks, num_returns=len(tasks), timeout=0)  # every one ready now, not only the first
-                for slot in busy:
-                    if any(slot.task is task for task in ready):
-                        self._drain(slot)
-                    else:
-                        self._check_time(slot)
-        except BaseException:
-            self.close()
-            raise
-        if close:
-            self.close()
+        tasks = [slot.task for slot in busy]
+        ray.wait(tasks, num_returns=1, timeout=timeout)
+        ready, _ = ray.wait(tasks, num_returns=len(tasks), timeout=0)  # every one ready now, not only the first
+        return [slot for slot in busy if any(slot.task is task for task in ready)]
 
     def where(self) -> str:
         """Where the cases ran, for the run's notes: the cluster, and how many cases each node did."""
