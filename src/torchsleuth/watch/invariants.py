@@ -17,7 +17,10 @@ gradient is nonzero: what they catch (a kernel that drops a whole write)
 shows everywhere. The positions of all parameters are read with one
 ``torch.take`` each and judged together (one comparison, one reduction per
 row, one transfer of a few booleans), so the per-step cost is a few small
-kernels per parameter and no Python loop over elements. The state is
+kernels per parameter and no Python loop over elements. The transfer does not
+wait: on a GPU the booleans are copied into pinned memory behind the step and
+read at the next step (or when the findings are asked for: ``flush``), so the
+program keeps its next step queued while this one runs. The state is
 looked at on the first step and every 16th (a state never written stays all
 zeros, so it is caught at the first look). NaN and inf are looked for at the
 positions every step, and in whole tensors every 16th step (a sum per
@@ -33,6 +36,7 @@ step it fails, so a frozen weight is one finding, not one per step.
 from __future__ import annotations
 
 import hashlib
+from typing import NamedTuple
 
 import torch
 
@@ -52,6 +56,7 @@ class StepChecks:
         self._before: dict[torch.device, _Rows] = {}
         self._after: dict[torch.device, _Rows] = {}  # the last step's reads: this step's before, if the same parameters
         self._reported: set[tuple[str, str]] = set()
+        self._pending: list[_Verdicts] = []  # a step's verdicts on their way to the host, read at the next step (flush)
         self.step = 0
 
     def name(self, p: torch.Tensor) -> str:
@@ -92,7 +97,9 @@ class StepChecks:
         for group in optimizer.param_groups:
             for p in group["params"]:
                 if whole and p.requires_grad and p.grad is not None and not _finite(p):
-                    self._report(optimizer, p, "param_not_finite", f"{self.name(p)} ({naming.describe(p)}) holds NaN or inf after {_step(optimizer)}")
+                    self._report(optimizer, p, "param_not_finite", f"{self.name(p)} ({naming.describe(p)}) holds NaN or inf after {_step(optimizer)}",
+                                 self.step)
+        self.flush()  # the last step's verdicts: done on the device long ago
         after = {}
         for device, batch in self._before.items():
             now = batch.read(lambda p: p)
@@ -107,29 +114,42 @@ class StepChecks:
                 rows = _stacked([torch.take(v.detach(), batch.positions[id(batch.params[i])]) for i, _, v in states])
                 written = ((rows != 0) & moving[[i for i, _, _ in states]]).any(1)
                 verdicts.append(written)
-            flags = torch.cat([v.reshape(-1) for v in verdicts]).tolist()  # one transfer
-            n = len(batch.params)
-            any_moving, moved, grads_finite, finite = (flags[k * n:(k + 1) * n] for k in range(4))
-            written = flags[4 * n:]
-            for i, p in enumerate(batch.params):
-                if not whole and not grads_finite[i]:
-                    self._report(optimizer, p, "grad_not_finite",
-                                 f"the gradient of {self.name(p)} ({naming.describe(p)}) holds NaN or inf before {_step(optimizer)}")
-                if not whole and not finite[i]:
-                    self._report(optimizer, p, "param_not_finite", f"{self.name(p)} ({naming.describe(p)}) holds NaN or inf after {_step(optimizer)}")
-                if any_moving[i] and not moved[i]:
-                    self._report(optimizer, p, "frozen",
-                                 f"{self.name(p)} ({naming.describe(p)}) did not change at {_step(optimizer)} although its gradient is nonzero")
-            for (i, key, value), ok in zip(states, written):
-                if any_moving[i] and not ok:
-                    p = batch.params[i]
-                    self._report(optimizer, p, f"state_{key}",
-                                 f"{_step(optimizer)} left its state {key!r} of {self.name(p)} all zeros "
-                                 f"({naming.describe(value)}) although the gradient is nonzero")
+            flags = torch.cat([v.reshape(-1) for v in verdicts])
+            self._pending.append(_Verdicts(_to_host(flags), list(batch.params), states, whole, optimizer, self.step))
             after[device] = batch
             batch.values = now
         self._before, self._after = {}, after
         self.step += 1
+
+    def flush(self) -> None:
+        """Report what the verdicts of past steps say. They are read one step late: reading them at their own step
+        would wait for the device to finish it, where the program's next step could already be queued."""
+        pending, self._pending = self._pending, []
+        for v in pending:
+            host, event = v.flags
+            if event is not None:
+                event.synchronize()
+            flags = host.tolist()
+            n = len(v.params)
+            any_moving, moved, grads_finite, finite = (flags[k * n:(k + 1) * n] for k in range(4))
+            written = flags[4 * n:]
+            optimizer = v.optimizer
+            for i, p in enumerate(v.params):
+                if not v.whole and not grads_finite[i]:
+                    self._report(optimizer, p, "grad_not_finite",
+                                 f"the gradient of {self.name(p)} ({naming.describe(p)}) holds NaN or inf before {_step(optimizer)}", v.step)
+                if not v.whole and not finite[i]:
+                    self._report(optimizer, p, "param_not_finite", f"{self.name(p)} ({naming.describe(p)}) holds NaN or inf after {_step(optimizer)}",
+                                 v.step)
+                if any_moving[i] and not moved[i]:
+                    self._report(optimizer, p, "frozen",
+                                 f"{self.name(p)} ({naming.describe(p)}) did not change at {_step(optimizer)} although its gradient is nonzero", v.step)
+            for (i, key, value), ok in zip(v.states, written):
+                if any_moving[i] and not ok:
+                    p = v.params[i]
+                    self._report(optimizer, p, f"state_{key}",
+                                 f"{_step(optimizer)} left its state {key!r} of {self.name(p)} all zeros "
+                                 f"({naming.describe(value)}) although the gradient is nonzero", v.step)
 
     def _at(self, p: torch.Tensor) -> torch.Tensor:
         """The positions looked at in tensors shaped like ``p``: POSITIONS flat indices, drawn once."""
@@ -139,24 +159,25 @@ class StepChecks:
             self._positions[key] = drawn.to(p.device)
         return self._positions[key]
 
-    def _report(self, optimizer, p: torch.Tensor, check: str, summary: str) -> None:
+    def _report(self, optimizer, p: torch.Tensor, check: str, summary: str, step: int | None = None) -> None:
         name = self.name(p)
         if (name, check) in self._reported:
             return
         self._reported.add((name, check))
+        step = self.step if step is None else step
         kind = type(optimizer).__name__
         layout = classify(p)
         placed = ((name, layout),) if layout != "contiguous" else ()
         # a case id like any other (report and diff parse them): the check rides in the edits
         case = Case(op=f"{kind}.step", variant="step", dtype=str(p.dtype).removeprefix("torch."), device=str(p.device),
-                    sample=self.step, layouts=placed, edits=(f"check:{check}", f"param:{name}"))
+                    sample=step, layouts=placed, edits=(f"check:{check}", f"param:{name}"))
         self.findings.append(Finding(
             id="f-" + hashlib.sha256(f"{kind}|{name}|{check}|invariant".encode()).hexdigest()[:10],
             kind="invariant", op=f"torch.optim.{kind}.step", opinfo=kind, variant="step",
             dtype=case.dtype, device=case.device, reference="contract",
             case_id=case.id, layouts=placed, summary=summary,
             mismatch=Mismatch(path=name, attribute=check, expected=_EXPECTED.get(check, ""), actual=_ACTUAL.get(check, "")),
-            detail=f"step {self.step}",
+            detail=f"step {step}",
         ))
 
 
@@ -190,6 +211,28 @@ class _Rows:
     def read(self, of) -> torch.Tensor:
         """``of(p)`` at each parameter's positions: a row per parameter."""
         return _stacked([torch.take(of(p).detach(), self.positions[id(p)]) for p in self.params])
+
+
+class _Verdicts(NamedTuple):
+    """One step's verdicts for one device, on their way to the host: (host tensor, event or None) and what they judge."""
+
+    flags: tuple
+    params: list
+    states: list
+    whole: bool
+    optimizer: object
+    step: int
+
+
+def _to_host(flags: torch.Tensor) -> tuple[torch.Tensor, object]:
+    """``flags`` copied to the host without waiting: into pinned memory, with an event to wait on when read."""
+    if flags.device.type != "cuda":
+        return flags, None
+    host = torch.empty(flags.shape, dtype=flags.dtype, pin_memory=True)
+    host.copy_(flags, non_blocking=True)
+    event = torch.cuda.Event()
+    event.record()
+    return host, event
 
 
 def _stacked(rows: list[torch.Tensor]) -> torch.Tensor:

@@ -72,6 +72,7 @@ class Watch:
 
     @property
     def findings(self) -> list[Finding]:
+        self.checks.flush()  # the last step's verdicts, read a step late
         return self.checks.findings + (self.shadow.findings if self.shadow else [])
 
     # --- hooks ------------------------------------------------------------------------
