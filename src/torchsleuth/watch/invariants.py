@@ -229,9 +229,10 @@ def _to_host(flags: torch.Tensor) -> tuple[torch.Tensor, object]:
     if flags.device.type != "cuda":
         return flags, None
     host = torch.empty(flags.shape, dtype=flags.dtype, pin_memory=True)
+    stream = torch.cuda.current_stream(flags.device)  # the copy goes on the flags' device's stream: the event too
     host.copy_(flags, non_blocking=True)
     event = torch.cuda.Event()
-    event.record()
+    event.record(stream)
     return host, event
 
 
