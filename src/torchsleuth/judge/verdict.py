@@ -139,7 +139,8 @@ def precision(ctx: Context) -> None:
                 break
             ctx.notes.append(f"{', '.join(overflowed)}: an intermediate of the call overflows {ctx.case.dtype} where float64 "
                              "does not; those elements are not judged")
-            actual = [(p, torch.where(overflowed[p], e, v) if p in overflowed else v) for (p, v), (_, e) in zip(actual, expected)]
+            actual = [(p, torch.where(overflowed[p].to(v.device), e.to(v.device), v) if p in overflowed else v)
+                      for (p, v), (_, e) in zip(actual, expected)]
         slack = {p: PRECISION_MARGIN * s for p, s in (ctx.slack(1.0, jumps=bool(jumps)) or {}).items()}
         found = ctx.canonical(cmp.compare(actual, expected, tolerance=tolerance, slack=slack), actual, expected, slack)
         if not found:
@@ -192,9 +193,11 @@ def _overflowed(ctx: Context, actual: cmp.Leaves, exact: cmp.Leaves) -> dict[str
     if not ranged.ok:
         return {}
     found = {}
-    limited = dict(cmp.flatten(ranged.value))
-    for (path, value), (_, base) in zip(actual, exact):
-        value, base, limit = cmp.dense(value), cmp.dense(base), cmp.dense(limited.get(path))
+    limited, exact = dict(cmp.flatten(ranged.value)), dict(exact)
+    for path, value in actual:
+        if not (isinstance(value, torch.Tensor) and value.layout == torch.strided):
+            continue
+        base, limit = cmp.dense(exact.get(path)), cmp.dense(limited.get(path))
         tensors = (value, base, limit)
         if not all(isinstance(t, torch.Tensor) and t.shape == value.shape and t.is_floating_point() for t in tensors):
             continue
