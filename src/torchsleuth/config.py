@@ -16,6 +16,14 @@ DEFAULT_TIMEOUT = 60.0
 EXECUTORS = ("local", "ray")
 
 
+def check_executor(executor: str, ray_address: str | None) -> None:
+    """UsageError for an executor that is none of EXECUTORS, or a Ray address without the ray executor."""
+    if executor not in EXECUTORS:
+        raise UsageError(f"unknown executor {executor!r}; expected one of: {', '.join(EXECUTORS)}")
+    if ray_address is not None and executor != "ray":
+        raise UsageError(f"--ray-address {ray_address} needs --executor ray; the local pool (the default) runs on this machine only")
+
+
 class RunConfig(Protocol):
     """What the store needs of any run's config (ops, optim, shard, watch): ``Store.start`` reads these.
 
@@ -68,10 +76,7 @@ class SweepConfig:
     ray_address: str | None = None
 
     def __post_init__(self) -> None:
-        if self.executor not in EXECUTORS:
-            raise UsageError(f"unknown executor {self.executor!r}; expected one of: {', '.join(EXECUTORS)}")
-        if self.ray_address is not None and self.executor != "ray":
-            raise UsageError(f"a Ray address ({self.ray_address!r}) needs the ray executor; the local pool runs on this machine only")
+        check_executor(self.executor, self.ray_address)
 
     def key(self) -> str:
         """Identifies what is swept (not how fast, nor where): a rerun with the same key resumes, on either executor."""

@@ -14,7 +14,7 @@ from ..judge.plugin import BUILTIN
 from ..run import ray_pool
 from ..run.search import DESCRIPTIONS as _SEARCHES
 from ..sweep import CATALOG_BUDGET, POINTED_OPS, depth
-from ..config import DEFAULT_SAMPLES, EXECUTORS
+from ..config import DEFAULT_SAMPLES, EXECUTORS, check_executor
 from .arguments import budget, command, count, cpus, imports as load, seconds
 
 EPILOG = f"""\
@@ -175,8 +175,7 @@ def run(args) -> int:
 
 def _check_executor(args, device: str) -> None:
     """--executor, --ray-address and --workers together, before anything loads."""
-    if args.ray_address is not None and args.executor != "ray":
-        raise UsageError(f"--ray-address {args.ray_address} needs --executor ray; the local pool (the default) runs on this machine only")
+    check_executor(args.executor, args.ray_address)
     if args.executor != "ray":
         return
     if args.workers == 0:

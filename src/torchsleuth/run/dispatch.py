@@ -198,13 +198,11 @@ class Dispatcher:
             return self._case_failed(slot, "crash", how)
         # died outside any case: retry the unit once, then give up on it
         slot.setup_failures += 1
-        failures = slot.setup_failures
         self._replace(slot)
-        if failures > SETUP_RETRIES:
+        if slot.setup_failures > SETUP_RETRIES:
             self.cb.on_unit_done(slot.unit, "failed", how)
             self._next_unit(slot)
         else:
-            slot.setup_failures = failures
             self._send_run(slot)
 
     def _case_failed(self, slot: Slot, kind: str, how: str) -> None:

@@ -73,17 +73,25 @@ def _worker_main(conn: Connection, work: Callable, describe: Callable, config, t
                 conn.send(("described", None))
             continue
         skip, only = rest
-        try:
-            for event in work(unit, config, frozenset(skip), only):
-                conn.send(event)
-        except DeviceLost as e:
-            conn.send(("lost", str(e)))
-            conn.close()
-            os._exit(0)
-        except Exception as e:  # outside any case: the unit cannot be set up
-            conn.send(("failed", f"{type(e).__name__}: {e}"))
-            continue
-        conn.send(("done", None))
+        for event in unit_events(work, unit, config, frozenset(skip), only):
+            conn.send(event)
+            if event[0] == "lost":  # the device no longer works in this process: end it
+                conn.close()
+                os._exit(0)
+
+
+def unit_events(work: Callable, unit, config, skip: frozenset, only: str | None):
+    """A unit's events as a worker sends them: ``work``'s own, then ``done``; ``lost`` when the device no longer works
+    in the process (``DeviceLost``), ``failed`` when the unit cannot be set up (an error outside any case)."""
+    try:
+        yield from work(unit, config, skip, only)
+    except DeviceLost as e:
+        yield "lost", str(e)
+        return
+    except Exception as e:
+        yield "failed", f"{type(e).__name__}: {e}"
+        return
+    yield "done", None
 
 
 @dataclass(kw_only=True)

@@ -40,7 +40,7 @@ from typing import Callable
 
 from ..errors import UsageError
 from .dispatch import Dispatcher, Slot
-from .pool import DeviceLost
+from .pool import unit_events
 
 # Seconds to wait for a --ray-address to accept a connection before saying it does not answer.
 CONNECT_SECONDS = 5.0
@@ -154,22 +154,15 @@ def _s(count: int) -> str:
 
 
 def _unit_events(shared: tuple, unit, skip: frozenset, only: str | None):
-    """The Ray task of a unit: where it runs, then the local pool's events (run.pool._worker_main)."""
+    """The Ray task of a unit: where it runs, then the local pool's events (run.pool.unit_events)."""
     import ray
     import torch
 
     work, _, config, threads = shared
     torch.set_num_threads(max(1, threads))
     yield "where", f"{ray.util.get_node_ip_address()} (node {ray.get_runtime_context().get_node_id()[:8]})"
-    try:
-        yield from work(unit, config, skip, only)
-    except DeviceLost as e:  # the task ends, and its worker process with it (max_calls=1 on an accelerator)
-        yield "lost", str(e)
-        return
-    except Exception as e:  # outside any case: the unit cannot be set up
-        yield "failed", f"{type(e).__name__}: {e}"
-        return
-    yield "done", None
+    # after "lost" the task ends, and its worker process with it (max_calls=1 on an accelerator)
+    yield from unit_events(work, unit, config, skip, only)
 
 
 def _description(shared: tuple, unit, case_id: str):

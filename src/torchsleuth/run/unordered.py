@@ -24,6 +24,7 @@ INDEX_PUTS = frozenset({"index_put", "index_put_", "_index_put_impl", "_index_pu
 PUTS = frozenset({"put", "put_"})
 INDEX_COPIES = frozenset({"index_copy", "index_copy_", "_index_copy_"})
 SCATTERS = frozenset({"scatter", "scatter_"})
+DECLARED = INDEX_PUTS | PUTS | INDEX_COPIES | SCATTERS
 
 
 def repeats(func, args: tuple, kwargs: dict) -> bool:
@@ -37,6 +38,8 @@ def repeats(func, args: tuple, kwargs: dict) -> bool:
 
 def _repeats_in(func, args: tuple, kwargs: dict) -> bool:
     name, overload = func._schema.name.split("::")[-1], func._overloadname
+    if name not in DECLARED:  # the tracer asks of every op it sees
+        return False
     bound = _bound(func, args, kwargs)
     self = bound.get("self")
     if not isinstance(self, torch.Tensor):
