@@ -51,6 +51,7 @@ from .run.pool import Pool
 from .run.ray_pool import RayPool
 from .shrink import stage
 from .shrink.records import Shrunk
+from .store import costs
 from .store.coverage import Coverage, of_run as coverage_of
 from .store.sqlite import RunInfo, Store
 
@@ -182,6 +183,17 @@ def _work(item, config: SweepConfig, skip: frozenset[str], only: str | None, *, 
     return stage.work(item, config, skip, only, oracles=oracles)
 
 
+def warm(config: SweepConfig) -> None:
+    """What a worker does before its first unit, so that a spare is ready when it is needed: OpInfo's catalog loaded,
+    the user's imports made, the device's context made."""
+    import torch
+
+    load_imports(config.imports)
+    opinfo.catalog()
+    if config.device != "cpu":
+        torch.ones(1, device=config.device).add_(1).sum().item()
+
+
 def _describe(item, config: SweepConfig, case_id: str):
     return describe(item, config, case_id) if isinstance(item, Unit) else None
 
@@ -235,6 +247,8 @@ def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = No
         todo = [u for u in units if u.key not in finished]
         frame.start(units=len(units), done=len(units) - len(todo))
         pool = _pool(config, db, oracles) if config.workers else None  # one pool for the sweep and its shrink stage
+        if pool is not None:  # the costliest units first, so that none is left running alone at the end (store.costs)
+            todo = costs.order(todo, frame.store.db, config.device)
         try:
             _execute(config, frame, todo, pool, oracles)
             if pool is not None and pool.outcomes:  # which executor ran how many cases, on which nodes
@@ -317,9 +331,9 @@ def _pool(config: SweepConfig, db: str | Path, oracles: Registry) -> Pool | RayP
     ``slower`` times the timeout."""
     work, options = functools.partial(_work, oracles=oracles), dict(workers=config.workers, timeout=config.timeout, threads=config.threads,
                                                                     log=worker_log(db), slower=oracles.slower)
-    if config.executor == "ray":
+    if config.executor == "ray":  # a Ray task is a process Ray keeps; it is not replaced as a local worker is
         return RayPool(work, _describe, config, address=config.ray_address, **options)
-    return Pool(work, _describe, config, **options)
+    return Pool(work, _describe, config, warm=warm, **options)
 
 
 def worker_log(db: str | Path) -> str:

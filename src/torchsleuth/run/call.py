@@ -210,14 +210,29 @@ def metadata(t: torch.Tensor) -> tuple:
     return tuple(t.shape), tuple(t.stride()), t.storage_offset()
 
 
+def host_snapshot(tensors: tree.Tensors) -> dict:
+    """``snapshot`` on the CPU: each storage copied to host memory once, where the judge reads it.
+
+    Off the CPU the copies are asynchronous (into pinned memory, queued on the
+    stream before whatever comes next): read them after a ``synchronize``. A
+    device-side clone that the judge later copied to the host cost a kernel and
+    a synchronizing copy per tensor, twice per case (bench/cuda-sweep.md).
+    """
+    with torch.no_grad():
+        return {path: storage_of(t).clone() if t.device.type == "cpu" else storage_of(t).to("cpu", non_blocking=t.device.type == "cuda")
+                for path, t in tensors.items()}
+
+
 def execute(prepared: Prepared) -> Ran:
-    ran = Ran(before=snapshot(prepared.tensors), meta={p: metadata(t) for p, t in prepared.tensors.items()})
+    """The case's call, between snapshots of every storage it was given (on the CPU, whatever the device)."""
+    ran = Ran(before=host_snapshot(prepared.tensors), meta={p: metadata(t) for p, t in prepared.tensors.items()})
     try:
         ran.result = compute(prepared)
         synchronize(prepared.case.device)  # an asynchronous kernel error belongs to this call
     except Exception as e:  # the op refused the call: loud, so not a silent bug
         ran.error = e
-    ran.after = snapshot(prepared.tensors)
+    ran.after = host_snapshot(prepared.tensors)
+    synchronize(prepared.case.device)  # the copies have landed
     return ran
 
 
@@ -226,7 +241,7 @@ def rebuilt(ran: Ran, prepared: Prepared, *, device: str | None = None) -> tree.
     found = {}
     for path, t in prepared.tensors.items():
         shape, stride, offset = ran.meta[path]
-        storage = ran.before[path].clone() if device is None else ran.before[path].to(device)
+        storage = ran.before[path].to(t.device if device is None else device, copy=True)
         fresh = storage.as_strided(shape, stride, offset)
         found[path] = fresh.requires_grad_(True) if t.requires_grad else fresh
     return found

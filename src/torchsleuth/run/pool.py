@@ -23,6 +23,16 @@ could not send it); if the replay passes, ``on_collateral`` says so. The
 worker then resumes the unit after that case, skipping every case already
 reported, so one bad kernel costs one case and the sweep goes on.
 
+A worker's start costs seconds (3 s on a CPU, 10-15 s beside a GPU: importing
+torch, loading OpInfo's catalog, making the device's context; bench/sweep-profile.md),
+and every death and every replay alone asks for a fresh one: on a GPU, where
+device-side asserts end workers by the hundred, that waiting was a quarter of a
+whole-catalog sweep (bench/cuda-sweep.md). So once a pool has replaced a worker, it
+keeps ``spares`` more started and warmed (``warm(config)`` run before the worker
+waits for work: the catalog loaded, the device's context made), and a replacement
+takes a spare that is ready; the pool starts another in its place. A pool whose
+workers never die never starts one.
+
 Whatever a worker prints (a CUDA device-side assert, glibc's heap-corruption
 abort) goes to the ``log`` file when one is given, not to the terminal.
 
@@ -49,7 +59,8 @@ class DeviceLost(Exception):
     """Raised by the work function: the device no longer works in this process."""
 
 
-def _worker_main(conn: Connection, work: Callable, describe: Callable, config, threads: int, log: str | None) -> None:
+def _worker_main(conn: Connection, work: Callable, describe: Callable, config, threads: int, log: str | None,
+                 warm: Callable | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     if log is not None:
         # what kernels print (device-side asserts, allocator aborts, C++ traces) goes to
@@ -61,6 +72,11 @@ def _worker_main(conn: Connection, work: Callable, describe: Callable, config, t
     import torch
 
     torch.set_num_threads(max(1, threads))
+    if warm is not None:
+        try:
+            warm(config)
+        except Exception:  # what fails here fails again in the unit, where it is reported
+            pass
     while True:
         message = conn.recv()
         if message is None:
@@ -100,14 +116,22 @@ class _Slot(Slot):
     conn: Connection
 
 
+def default_spares(workers: int) -> int:
+    """Warm spares a pool keeps once it has replaced a worker: one for every four workers, at least one."""
+    return max(1, workers // 4)
+
+
 class Pool(Dispatcher):
     def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1, log: str | None = None,
-                 slower: Callable[[str], float] = lambda case_id: 1.0):
-        self.work, self.describe, self.config, self.log = work, describe, config, log
+                 slower: Callable[[str], float] = lambda case_id: 1.0, warm: Callable | None = None, spares: int | None = None):
+        self.work, self.describe, self.config, self.log, self.warm = work, describe, config, log, warm
         self.workers, self.timeout, self.threads = max(1, workers), timeout, threads
         self.slower = slower  # a case id -> how many timeouts it may take (a compile takes longer than a call)
+        self.spares = default_spares(self.workers) if spares is None else spares
         self.context = multiprocessing.get_context("spawn")
         self.slots: list[_Slot] = []
+        self.spare: list[_Slot] = []  # started workers waiting for a slot (none until the first replacement)
+        self.started = 0  # worker processes started, spares included
 
     def _ready(self, busy: list[_Slot], timeout: float) -> list[_Slot]:
         ready = wait([slot.conn for slot in busy], timeout=timeout)
@@ -117,16 +141,30 @@ class Pool(Dispatcher):
 
     def _start(self) -> _Slot:
         parent, child = self.context.Pipe()
-        process = self.context.Process(target=_worker_main, args=(child, self.work, self.describe, self.config, self.threads, self.log), daemon=True)
+        process = self.context.Process(target=_worker_main, args=(child, self.work, self.describe, self.config, self.threads, self.log, self.warm),
+                                       daemon=True)
         process.start()
         child.close()
+        self.started += 1
         return _Slot(process=process, conn=parent)
 
     def _replace(self, slot: _Slot) -> None:
         if slot.process.is_alive():
             self._kill(slot)
-        fresh = self._start()
+        fresh = self._take_spare() or self._start()
         slot.process, slot.conn, slot.in_flight = fresh.process, fresh.conn, None
+        while len(self.spare) < self.spares:  # started now, warm by the next replacement
+            self.spare.append(self._start())
+
+    def _take_spare(self) -> _Slot | None:
+        """A spare worker still alive (the oldest, the likeliest to be warm), or None."""
+        while self.spare:
+            spare = self.spare.pop(0)
+            if spare.process.is_alive():
+                return spare
+            spare.process.join(timeout=1)
+            spare.conn.close()
+        return None
 
     def _kill(self, slot: _Slot) -> None:
         if slot.process.is_alive():
@@ -161,6 +199,7 @@ class Pool(Dispatcher):
                 return
 
     def close(self) -> None:
+        self.slots, self.spare = self.slots + self.spare, []
         for slot in self.slots:
             try:
                 if slot.process.is_alive():

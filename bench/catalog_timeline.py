@@ -1,0 +1,135 @@
+"""The whole catalog's sweep as a timeline: when each unit began and ended, and every worker the pool started.
+
+    python bench/catalog_timeline.py --device cuda --out DIR [--workers N] [--seconds S] [--ops SPEC]
+
+Runs ``torchsleuth.sweep.sweep`` with the config ``torchsleuth ops --device D --no-shrink`` makes (every op of the
+default selection, or --ops) and writes, as it goes (a run killed by a time limit leaves what it had):
+
+* ``DIR/timeline.jsonl``: one JSON object per line, ``t`` in seconds since the sweep began: ``{"start": N}`` (the
+  units planned), ``{"begun": UNIT}`` (handed to a worker), ``{"done": UNIT, "cases": N}``, ``{"worker": UNIT|null,
+  "why": "first"|"replace"}`` (a worker process started: the first ones, then each replacement after a device lost,
+  a crash, a hang or a replay alone), and ``{"cases": N}`` every 10 s;
+* ``DIR/runs.db``: the store (each case's own seconds in ``outcomes.seconds``);
+* ``DIR/summary.json``: wall time, cases, cases/s, worker starts, the units that took longest (at the end).
+
+Read it with ``python bench/catalog_timeline.py --read DIR``: the units by wall time, the time outside cases, the
+worker starts by unit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sqlite3
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+class Log:
+    def __init__(self, path: str):
+        self.file, self.started = open(path, "a", buffering=1), time.monotonic()
+
+    def write(self, **record) -> None:
+        self.file.write(json.dumps({"t": round(time.monotonic() - self.started, 3), **record}) + "\n")
+
+
+def record(args) -> int:
+    from sweep_profile import catalog_config, op_sample
+
+    from torchsleuth.run.pool import Pool
+    from torchsleuth.sweep import Frame, Silent, sweep
+
+    os.makedirs(args.out, exist_ok=True)
+    log = Log(os.path.join(args.out, "timeline.jsonl"))
+    counts = collections.Counter()
+    original_start, original_replace, original_begun = Pool._start, Pool._replace, Frame.unit_begun
+    replacing = []
+
+    def start(pool):
+        log.write(worker=replacing[-1] if replacing else None, why="replace" if replacing else "first")
+        return original_start(pool)
+
+    def replace(pool, slot):
+        replacing.append(getattr(slot.unit, "key", None))
+        try:
+            return original_replace(pool, slot)
+        finally:
+            replacing.pop()
+
+    def unit_begun(frame, unit):
+        log.write(begun=unit.key)
+        return original_begun(frame, unit)
+
+    class Progress(Silent):
+        last = time.monotonic()
+
+        def start(self, *, units, done, resumed):
+            log.write(start=units, done=done)
+
+        def outcome(self, outcome):
+            counts[outcome.case.unit.key] += 1
+            counts["all"] += 1
+            if time.monotonic() - self.last > 10:
+                self.last = time.monotonic()
+                log.write(cases=counts["all"])
+
+        def unit_done(self, unit):
+            log.write(done=unit.key, cases=counts[unit.key])
+
+    Pool._start, Pool._replace, Frame.unit_begun = start, replace, unit_begun
+    ops = op_sample(args.ops, 1)
+    config = catalog_config(args.device, ops, workers=args.workers or len(os.sched_getaffinity(0)), depth="catalog")
+    began = time.monotonic()
+    result = sweep(config, db=os.path.join(args.out, "runs.db"), progress=Progress())
+    wall = time.monotonic() - began
+    log.write(end=counts["all"])
+    summary = {"wall": wall, "cases": result.cases, "cases_per_s": result.cases / wall, "workers": config.workers,
+               "statuses": dict(result.statuses), "ops": len(ops)}
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print(json.dumps(summary))
+    return 0
+
+
+def read(path: str) -> int:
+    events = [json.loads(line) for line in open(os.path.join(path, "timeline.jsonl"))]
+    begun = {e["begun"]: e["t"] for e in events if "begun" in e}
+    done = {e["done"]: e["t"] for e in events if "done" in e}
+    starts = [e for e in events if "worker" in e]
+    db = sqlite3.connect(os.path.join(path, "runs.db"))
+    own = dict(db.execute("SELECT unit, SUM(seconds) FROM outcomes GROUP BY unit"))
+    cases = dict(db.execute("SELECT unit, COUNT(*) FROM outcomes GROUP BY unit"))
+    end = max(e["t"] for e in events)
+    walls = {u: done.get(u, end) - t for u, t in begun.items()}
+    print(f"{len(done)} units done of {len(begun)} begun; {sum(cases.values()):,} cases; last event at {end:.1f} s; "
+          f"{len(starts)} worker starts ({sum(1 for s in starts if s['why'] == 'replace')} replacements)")
+    print(f"unit wall seconds in all {sum(walls.values()):,.0f}; case seconds in all {sum(own.values()):,.0f}")
+    print("\nlongest units (wall s, case s, cases, replacements):")
+    replaced = collections.Counter(s["worker"] for s in starts if s["why"] == "replace")
+    for unit, wall in sorted(walls.items(), key=lambda kv: -kv[1])[:40]:
+        print(f"  {unit:60s} {wall:7.1f} {own.get(unit, 0):7.1f} {cases.get(unit, 0):6d} {replaced[unit]:4d}")
+    print("\ncases done over time:", [(e["t"], e["cases"]) for e in events if set(e) == {"t", "cases"}][::3])
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--ops", metavar="SPEC", help="ops (names or globs); default every op of the default selection")
+    parser.add_argument("--workers", type=int, help="worker processes (default: one per CPU, as torchsleuth ops)")
+    parser.add_argument("--out", metavar="DIR")
+    parser.add_argument("--read", metavar="DIR", help="summarize a timeline written before")
+    args = parser.parse_args()
+    if args.read:
+        return read(args.read)
+    if not args.out:
+        parser.error("--out DIR is required")
+    return record(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

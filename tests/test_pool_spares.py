@@ -1,0 +1,88 @@
+"""The local pool's warm spares: a replacement takes a worker that was started and warmed before it was needed.
+
+The work here is no sweep: a unit is a name and a list of case names, a case named ``pause`` sleeps, one named ``die`` kills its worker (the replay alone
+dies too, so the pool reports it), and every process writes what it did to a log (``O_APPEND``, one line a write),
+so the test reads which process ran what, and whether it was warm before the pool handed it work.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from torchsleuth.run.dispatch import Callbacks
+from torchsleuth.run.pool import Pool
+
+
+def _log(config, line: str) -> None:
+    with open(config, "a") as f:
+        f.write(f"{time.monotonic():.6f} {os.getpid()} {line}\n")
+
+
+def _warm(config) -> None:
+    time.sleep(0.5)  # a start that takes a while, as importing torch and the catalog does
+    _log(config, "warm")
+
+
+def _work(unit, config, skip, only):
+    _log(config, f"unit {unit[0]}")
+    for case in unit[1]:
+        if case in skip or (only is not None and case != only):
+            continue
+        yield "begin", case
+        if case == "die":
+            _log(config, "die")
+            os._exit(7)
+        if case == "pause":
+            time.sleep(1.5)  # longer than a spare's warm-up
+        yield "outcome", case
+
+
+def _describe(unit, config, case_id):
+    return f"the call of {case_id}"
+
+
+def _run(pool: Pool, units: list) -> dict:
+    seen = {"outcomes": [], "failed": [], "done": []}
+    pool.run(units, Callbacks(
+        skip_for=lambda unit: set(),
+        on_outcome=lambda unit, outcome: seen["outcomes"].append(outcome),
+        on_failed=lambda unit, case_id, kind, how, call: seen["failed"].append((case_id, kind, call)),
+        on_collateral=lambda unit, case_id, how: None,
+        on_unit_done=lambda unit, state, detail: seen["done"].append((unit[0], state)),
+    ))
+    return seen
+
+
+def _lines(path) -> list[tuple[float, int, str]]:
+    return [(float(t), int(pid), what) for t, pid, what in (line.split(" ", 2) for line in path.read_text().splitlines())]
+
+
+def test_a_replacement_takes_a_spare_that_was_warm_before_it_was_needed(tmp_path):
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=30, warm=_warm, spares=2)
+    # the first unit's crash asks for two workers (the replay alone, then the rest of the unit); the second unit
+    # crashes after a pause, by when the spares started at the first replacement are warm
+    seen = _run(pool, [("first", ["a", "die", "b"]), ("second", ["c", "pause", "die", "d"])])
+    assert [c for c, kind, call in seen["failed"]] == ["die", "die"] and all(kind == "crash" for _, kind, _ in seen["failed"])
+    assert seen["outcomes"] == ["a", "b", "c", "pause", "d"]
+    assert seen["done"] == [("first", "done"), ("second", "done")]
+
+    lines = _lines(log)
+    warmed = {pid: t for t, pid, what in lines if what == "warm"}
+    deaths = [t for t, pid, what in lines if what == "die"]
+    assert len(deaths) == 4  # each crash and its replay alone
+    # the worker that took the second unit's replay was warm before the crash that asked for it
+    replay_of_second = next(pid for t, pid, what in lines if what == "unit second" and t > deaths[2])
+    assert warmed[replay_of_second] < deaths[2], lines
+    # every process the pool started warmed up first, and the spares were kept: 1 worker + 4 replacements + 2 spares
+    assert pool.started == 1 + 4 + 2 and set(warmed) >= {pid for _, pid, what in lines if what.startswith("unit")}
+
+
+def test_a_pool_whose_workers_never_die_starts_no_spare(tmp_path):
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=2, timeout=30, warm=_warm)
+    seen = _run(pool, [("one", ["a", "b"]), ("two", ["c"]), ("three", ["d"])])
+    assert sorted(seen["outcomes"]) == ["a", "b", "c", "d"] and not seen["failed"]
+    assert pool.started == 2
+    assert len({pid for _, pid, what in _lines(log) if what == "warm"}) == 2
