@@ -2,7 +2,8 @@
 
 Design note. The parent process plans the units (one per op and dtype the op
 supports on the device), opens or resumes the run in the store, and hands the
-units not yet finished to the worker pool (run.pool; with ``executor="ray"``
+units not yet finished to the worker pool, costliest first by the store's
+earlier runs (store.costs; run.pool; with ``executor="ray"``
 Ray tasks on a cluster, run.ray_pool, which means the same). Each worker runs
 ``engine.run_unit`` (cases -> run -> judge) and streams outcomes back; the
 parent stores them and tells the progress display. A worker that dies or
