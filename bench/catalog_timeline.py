@@ -13,7 +13,8 @@ default selection, or --ops) and writes, as it goes (a run killed by a time limi
 * ``DIR/summary.json``: wall time, cases, cases/s, worker starts, the units that took longest (at the end).
 
 Read it with ``python bench/catalog_timeline.py --read DIR``: the units by wall time, the time outside cases, the
-worker starts by unit.
+worker starts by unit; ``--compare DIR_A DIR_B``, whether two runs' statuses and findings agree on the units both
+finished.
 """
 
 from __future__ import annotations
@@ -116,6 +117,29 @@ def read(path: str) -> int:
     return 0
 
 
+def compare(first: str, second: str) -> int:
+    """The cases two runs both stored, unit by unit where both finished the unit: the same statuses, the same findings?"""
+    def done(path):
+        db = sqlite3.connect(os.path.join(path, "runs.db"))
+        finished = {u for (u,) in db.execute("SELECT unit FROM units WHERE state = 'done'")}
+        statuses = {c: (u, s) for c, u, s in db.execute("SELECT case_id, unit, status FROM outcomes")}
+        kinds = collections.defaultdict(set)
+        for case_id, kind in db.execute("SELECT case_id, kind FROM findings"):
+            kinds[case_id].add(kind)
+        return finished, statuses, kinds
+
+    (fa, sa, ka), (fb, sb, kb) = done(first), done(second)
+    units = fa & fb
+    cases = [c for c, (u, _) in sa.items() if u in units]
+    differ = [c for c in cases if sb.get(c, (None, None))[1] != sa[c][1] or ka.get(c, set()) != kb.get(c, set())]
+    missing = [c for c in cases if c not in sb] + [c for c, (u, _) in sb.items() if u in units and c not in sa]
+    print(f"{len(units)} units finished in both, {len(cases):,} cases: {len(differ)} differ in status or findings, "
+          f"{len(missing)} stored by one run only")
+    for c in differ[:30]:
+        print(f"  {c}: {sa[c][1]} {sorted(ka.get(c, ()))} -> {sb.get(c, (None, None))[1]} {sorted(kb.get(c, ()))}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu")
@@ -123,7 +147,10 @@ def main() -> int:
     parser.add_argument("--workers", type=int, help="worker processes (default: one per CPU, as torchsleuth ops)")
     parser.add_argument("--out", metavar="DIR")
     parser.add_argument("--read", metavar="DIR", help="summarize a timeline written before")
+    parser.add_argument("--compare", nargs=2, metavar=("DIR_A", "DIR_B"), help="the cases two timelines both finished: same statuses and findings?")
     args = parser.parse_args()
+    if args.compare:
+        return compare(*args.compare)
     if args.read:
         return read(args.read)
     if not args.out:

@@ -11,6 +11,16 @@ worker); a replay that passes is ``on_collateral``. The unit then resumes after
 that case, skipping every case already reported. A worker that dies outside any
 case has its unit retried ``SETUP_RETRIES`` times, then the unit fails.
 
+A hang's replay waits for the end. The case that hung has cost its timeout;
+replayed at once, it costs another before its unit can go on, and on a GPU a
+hanging kernel holds the device while every other worker's kernels wait their
+turn (bench/cuda-sweep.md). So a case that hangs is set aside: its unit goes on
+in a fresh worker without it, and the set-aside cases are replayed, each alone
+in a fresh worker, once no unit is left to hand out, side by side, the whole
+tail costing one timeout. Their units are told done (``on_unit_done``) only when
+their last set-aside case is settled, so a run killed before that resumes them
+and nothing is lost. A crash's replay is cheap and stays where it is.
+
 ``Dispatcher.run`` is the loop both share: start the slots, hand out units,
 wait for whichever worker speaks, check the clocks of the others. A pool
 subclasses it and moves the messages: ``_start`` (a slot), ``_ready`` (the
@@ -54,6 +64,7 @@ class Slot:
     limit: float = 0.0  # seconds the case in flight may take
     setup_failures: int = 0
     replaying: str | None = None  # case id being replayed alone after a failure
+    set_aside: bool = False  # the replay is of a hang set aside: once settled, the slot takes the next unit
     describing: tuple | None = None  # (case_id, kind, how) waiting for its description
 
 
@@ -77,6 +88,9 @@ class Dispatcher:
         """
         self.cb = callbacks
         self.queue = list(units)[::-1]
+        self.later: list[tuple[object, str, str]] = []  # (unit, case id, how) of the hangs set aside
+        self.unsettled: dict[int, int] = {}  # id(unit) -> its hangs set aside and not yet settled
+        self.ended: dict[int, tuple[object, str, str]] = {}  # id(unit) -> (unit, state, detail): done, waiting for those
         try:
             while len(self.slots) < min(self.workers, len(self.queue)):
                 self.slots.append(self._start())
@@ -134,7 +148,13 @@ class Dispatcher:
         return max(0.05, min(left)) if left else 1.0
 
     def _next_unit(self, slot: Slot) -> None:
-        slot.unit, slot.in_flight, slot.replaying, slot.describing = None, None, None, None
+        slot.unit, slot.in_flight, slot.replaying, slot.describing, slot.set_aside = None, None, None, None, False
+        if not self.queue and self.later:  # no unit left: replay a hang set aside, alone in a fresh worker
+            slot.unit, case_id, _ = self.later.pop(0)
+            slot.skip, slot.replaying, slot.set_aside = set(), case_id, True
+            self._replace(slot)
+            self._send_run(slot, only=case_id)
+            return
         if not self.queue:
             return
         slot.unit = self.queue.pop()
@@ -173,13 +193,26 @@ class Dispatcher:
             self.cb.on_collateral(slot.unit, slot.replaying, "it passed when run alone in a fresh worker")
             slot.skip.add(slot.replaying)
             slot.replaying = None
-            self._send_run(slot)
+            self._go_on(slot)
             return False
         elif kind in ("done", "failed"):
-            self.cb.on_unit_done(slot.unit, kind, payload or "")
+            if self.unsettled.get(id(slot.unit)):  # a hang of this unit is set aside: done once it is settled
+                self.ended[id(slot.unit)] = (slot.unit, kind, payload or "")
+            else:
+                self.cb.on_unit_done(slot.unit, kind, payload or "")
             self._next_unit(slot)
             return False
         return True
+
+    def _go_on(self, slot: Slot) -> None:
+        """After a failed case is settled: the rest of the unit, or, for a hang set aside, the next unit."""
+        if not slot.set_aside:
+            return self._send_run(slot)
+        key = id(slot.unit)
+        self.unsettled[key] -= 1
+        if not self.unsettled[key] and key in self.ended:
+            self.cb.on_unit_done(*self.ended.pop(key))
+        self._next_unit(slot)
 
     def _described(self, slot: Slot, call) -> None:
         """Report the failed case with its description (None if describing it failed too)."""
@@ -188,7 +221,7 @@ class Dispatcher:
         if call is None:
             self._replace(slot)
         self.cb.on_failed(slot.unit, case_id, failure, how, call)
-        self._send_run(slot)
+        self._go_on(slot)
 
     def _died(self, slot: Slot, how: str) -> None:
         """The slot's worker died (``how``, in words): blame the case in flight, or retry the unit."""
@@ -209,7 +242,16 @@ class Dispatcher:
         """A case killed its worker: replay it alone; if this was the replay, describe and report it."""
         case_id = slot.in_flight
         self._replace(slot)
-        if slot.replaying == case_id:
+        if kind == "hang" and slot.replaying != case_id:  # set aside: replayed when no unit is left
+            self.later.append((slot.unit, case_id, how))
+            self.unsettled[id(slot.unit)] = self.unsettled.get(id(slot.unit), 0) + 1
+            slot.skip.add(case_id)
+            slot.in_flight = None
+            self._send_run(slot)
+            for idle in self.slots:  # a worker with no unit left to take replays it now
+                if idle.unit is None and not self.queue and self.later:
+                    self._next_unit(idle)
+        elif slot.replaying == case_id:
             slot.replaying = None
             slot.skip.add(case_id)
             slot.describing, slot.since = (case_id, kind, how), time.monotonic()

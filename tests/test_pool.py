@@ -1,8 +1,9 @@
-"""The local pool's warm spares: a replacement takes a worker that was started and warmed before it was needed.
+"""The local pool's workers: warm spares for replacements, and hangs set aside until no unit is left.
 
-The work here is no sweep: a unit is a name and a list of case names, a case named ``pause`` sleeps, one named ``die`` kills its worker (the replay alone
-dies too, so the pool reports it), and every process writes what it did to a log (``O_APPEND``, one line a write),
-so the test reads which process ran what, and whether it was warm before the pool handed it work.
+The work here is no sweep: a unit is a name and a list of case names; a case named ``pause`` sleeps, ``die`` kills its
+worker (its replay alone too, so the pool reports it), ``hang`` never returns, and ``hang_after`` hangs only in a
+process that has run a case before it (collateral: alone, it passes). Every process writes what it did to a log
+(``O_APPEND``, one line a write), so the test reads which process ran what, and when.
 """
 
 from __future__ import annotations
@@ -26,10 +27,15 @@ def _warm(config) -> None:
 
 def _work(unit, config, skip, only):
     _log(config, f"unit {unit[0]}")
+    ran = 0
     for case in unit[1]:
         if case in skip or (only is not None and case != only):
             continue
         yield "begin", case
+        _log(config, f"case {case}")
+        if case == "hang" or (case == "hang_after" and ran):
+            time.sleep(600)
+        ran += 1
         if case == "die":
             _log(config, "die")
             os._exit(7)
@@ -43,13 +49,18 @@ def _describe(unit, config, case_id):
 
 
 def _run(pool: Pool, units: list) -> dict:
-    seen = {"outcomes": [], "failed": [], "done": []}
+    seen = {"outcomes": [], "failed": [], "done": [], "collateral": [], "order": []}
+
+    def saw(kind, item):
+        seen[kind].append(item)
+        seen["order"].append((kind, item))
+
     pool.run(units, Callbacks(
         skip_for=lambda unit: set(),
-        on_outcome=lambda unit, outcome: seen["outcomes"].append(outcome),
-        on_failed=lambda unit, case_id, kind, how, call: seen["failed"].append((case_id, kind, call)),
-        on_collateral=lambda unit, case_id, how: None,
-        on_unit_done=lambda unit, state, detail: seen["done"].append((unit[0], state)),
+        on_outcome=lambda unit, outcome: saw("outcomes", outcome),
+        on_failed=lambda unit, case_id, kind, how, call: saw("failed", (case_id, kind, call)),
+        on_collateral=lambda unit, case_id, how: saw("collateral", case_id),
+        on_unit_done=lambda unit, state, detail: saw("done", (unit[0], state)),
     ))
     return seen
 
@@ -86,3 +97,28 @@ def test_a_pool_whose_workers_never_die_starts_no_spare(tmp_path):
     assert sorted(seen["outcomes"]) == ["a", "b", "c", "d"] and not seen["failed"]
     assert pool.started == 2
     assert len({pid for _, pid, what in _lines(log) if what == "warm"}) == 2
+
+
+def test_a_hang_is_set_aside_its_unit_goes_on_and_it_is_replayed_when_no_unit_is_left(tmp_path):
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=1.0, spares=1)
+    seen = _run(pool, [("first", ["a", "hang", "b"]), ("second", ["c"])])
+    assert seen["failed"] == [("hang", "hang", "the call of hang")]
+    assert seen["outcomes"] == ["a", "b", "c"]
+    # the first unit went on past its hang (b, then the second unit) before the replay; it is done only once the
+    # replay has settled the hang, after the second unit
+    assert seen["order"] == [("outcomes", "a"), ("outcomes", "b"), ("outcomes", "c"), ("done", ("second", "done")),
+                             ("failed", ("hang", "hang", "the call of hang")), ("done", ("first", "done"))]
+    cases = [(pid, what) for _, pid, what in _lines(log) if what.startswith("case ")]
+    hang_runs = [pid for pid, what in cases if what == "case hang"]
+    assert len(hang_runs) == 2 and hang_runs[0] != hang_runs[1]  # the replay ran in another process ...
+    assert [what for pid, what in cases if pid == hang_runs[1]] == ["case hang"]  # ... alone
+
+
+def test_a_hang_set_aside_that_passes_alone_is_collateral_and_its_outcome_is_kept(tmp_path):
+    pool = Pool(_work, _describe, str(tmp_path / "log"), workers=2, timeout=1.0, spares=1)
+    seen = _run(pool, [("first", ["a", "hang_after", "b"]), ("second", ["c", "d"])])
+    assert not seen["failed"] and seen["collateral"] == ["hang_after"]
+    assert sorted(seen["outcomes"]) == ["a", "b", "c", "d", "hang_after"]
+    assert sorted(seen["done"]) == [("first", "done"), ("second", "done")]
+    assert seen["order"].index(("done", ("first", "done"))) > seen["order"].index(("collateral", "hang_after"))
