@@ -1,4 +1,4 @@
-"""The local pool's workers: warm spares for replacements, and hangs set aside until no unit is left.
+"""The local pool's workers: warm spares for replacements, hangs set aside until no unit is left, workers pinned to GPUs.
 
 The work here is no sweep: a unit is a name and a list of case names; a case named ``pause`` sleeps, ``die`` kills its
 worker (its replay alone too, so the pool reports it), ``hang`` never returns, and ``hang_after`` hangs only in a
@@ -11,6 +11,10 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
+from torchsleuth import devices
+from torchsleuth.errors import UsageError
 from torchsleuth.run.dispatch import Callbacks
 from torchsleuth.run.pool import Pool
 
@@ -27,6 +31,7 @@ def _warm(config) -> None:
 
 def _work(unit, config, skip, only):
     _log(config, f"unit {unit[0]}")
+    _log(config, f"pin {os.environ.get('CUDA_VISIBLE_DEVICES')} {unit[0]}")
     ran = 0
     for case in unit[1]:
         if case in skip or (only is not None and case != only):
@@ -103,12 +108,12 @@ def test_a_hang_is_set_aside_its_unit_goes_on_and_it_is_replayed_when_no_unit_is
     log = tmp_path / "log"
     pool = Pool(_work, _describe, str(log), workers=1, timeout=1.0, spares=1)
     seen = _run(pool, [("first", ["a", "hang", "b"]), ("second", ["c"])])
-    assert seen["failed"] == [("hang", "hang", "the call of hang")]
+    assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")]  # described too, unless that outran 1 s
     assert seen["outcomes"] == ["a", "b", "c"]
     # the first unit went on past its hang (b, then the second unit) before the replay; it is done only once the
     # replay has settled the hang, after the second unit
     assert seen["order"] == [("outcomes", "a"), ("outcomes", "b"), ("outcomes", "c"), ("done", ("second", "done")),
-                             ("failed", ("hang", "hang", "the call of hang")), ("done", ("first", "done"))]
+                             ("failed", seen["failed"][0]), ("done", ("first", "done"))]
     cases = [(pid, what) for _, pid, what in _lines(log) if what.startswith("case ")]
     hang_runs = [pid for pid, what in cases if what == "case hang"]
     assert len(hang_runs) == 2 and hang_runs[0] != hang_runs[1]  # the replay ran in another process ...
@@ -122,3 +127,34 @@ def test_a_hang_set_aside_that_passes_alone_is_collateral_and_its_outcome_is_kep
     assert sorted(seen["outcomes"]) == ["a", "b", "c", "d", "hang_after"]
     assert sorted(seen["done"]) == [("first", "done"), ("second", "done")]
     assert seen["order"].index(("done", ("first", "done"))) > seen["order"].index(("collateral", "hang_after"))
+
+
+def test_workers_are_spread_over_the_gpus_and_a_replacement_keeps_its_gpu(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=2, timeout=30, spares=1, pins=[devices.pinned(0), devices.pinned(1)])
+    units = [("one", ["a"]), ("two", ["b", "pause"]), ("three", ["c", "die", "d"]), ("four", ["e"])]
+    seen = _run(pool, units)
+    assert sorted(seen["outcomes"]) == ["a", "b", "c", "d", "e", "pause"] and [c for c, _, _ in seen["failed"]] == ["die"]
+    pins = [what.split() for _, _, what in _lines(log) if what.startswith("pin ")]
+    by_pid = {}
+    for (_, pid, what) in _lines(log):
+        if what.startswith("pin "):
+            by_pid.setdefault(pid, set()).add(what.split()[1])
+    assert all(len(gpus) == 1 for gpus in by_pid.values())  # a process keeps its GPU
+    first = [gpu for _, gpu, unit in pins if unit in ("one", "two")]
+    assert sorted(first) == ["0", "1"]  # the two workers, one on each GPU
+    three = [gpu for _, gpu, unit in pins if unit == "three"]
+    assert len(three) == 3 and len(set(three)) == 1  # the unit, its crash's replay and its rest: the same GPU each time
+    assert "over GPUs 0, 1" in pool.where()
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") is None  # the parent's own environment is left as it was
+
+
+def test_a_pin_is_an_index_among_the_gpus_this_process_sees(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    assert devices.pinned(1) == {"CUDA_VISIBLE_DEVICES": "6"}
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert devices.pinned(1) == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert devices.every_gpu("cpu") == () and devices.every_gpu("cuda:1") == ()
+    with pytest.raises(UsageError, match="comma-separated"):
+        devices.spread("cpu")

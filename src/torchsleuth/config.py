@@ -74,6 +74,9 @@ class SweepConfig:
     # where the units run (EXECUTORS), and the Ray cluster to join (HOST:PORT or "auto"; None: a local Ray instance)
     executor: str = "local"
     ray_address: str | None = None
+    # the GPUs (indices of ``device``'s kind) the local pool's workers are spread over, each worker pinned to one in
+    # turn and seeing only it; empty: every worker on ``device``
+    gpus: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_executor(self.executor, self.ray_address)
@@ -81,7 +84,7 @@ class SweepConfig:
     def key(self) -> str:
         """Identifies what is swept (not how fast, nor where): a rerun with the same key resumes, on either executor."""
         fields = asdict(self)
-        for how in ("workers", "timeout", "threads", "shrink", "executor", "ray_address"):
+        for how in ("workers", "timeout", "threads", "shrink", "executor", "ray_address", "gpus"):
             fields.pop(how)
         for added in ("search", "budget", "budget_seconds", "probe_dtypes", "sampled"):  # absent at their defaults: older runs keep their keys
             if fields[added] == _DEFAULTS[added]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from . import _version
+from . import _version, devices
 from .cases import opinfo, select
 from .cases.records import Case, Unit
 from .config import RunConfig, SweepConfig
@@ -334,7 +334,7 @@ def _pool(config: SweepConfig, db: str | Path, oracles: Registry) -> Pool | RayP
                                                                     log=worker_log(db), slower=oracles.slower)
     if config.executor == "ray":  # a Ray task is a process Ray keeps; it is not replaced as a local worker is
         return RayPool(work, _describe, config, address=config.ray_address, **options)
-    return Pool(work, _describe, config, warm=warm, **options)
+    return Pool(work, _describe, config, warm=warm, pins=[devices.pinned(i) for i in config.gpus], **options)
 
 
 def worker_log(db: str | Path) -> str:

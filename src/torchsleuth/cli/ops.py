@@ -72,7 +72,10 @@ def add_parser(commands) -> None:
                         "of that aten packet (aten.add: aten.add.Tensor, aten.add.Scalar), 'aten.NAME.OVERLOAD' one; a glob "
                         "over aten ('aten.*', 'aten.native_*') takes only overloads of packets no OpInfo entry sweeps; "
                         "a custom op as 'NS::NAME' or 'NS.*' once --import has registered it")
-    p.add_argument("--device", default="cpu", help="device to test: cpu, cuda, cuda:1, mps, ... (default: cpu)")
+    p.add_argument("--device", help="device to test: cpu, cuda, cuda:1, mps, ... (default: cpu). On a machine with several GPUs, "
+                   "cuda means all of them: the workers are spread over them, each pinned to one; cuda:1 runs every worker there")
+    p.add_argument("--devices", metavar="LIST", help="the GPUs to spread the workers over, comma-separated (cuda:0,cuda:2); "
+                   "each worker sees only its GPU, and the cases are those of --device cuda")
     p.add_argument("--dtypes", metavar="LIST", help="dtypes to test, comma-separated, or 'all'")
     p.add_argument("--layouts", metavar="LIST", help="layouts to test, comma-separated (see below)")
     p.add_argument("--variants", metavar="LIST", help="variants to test: functional, method, inplace, out, backward")
@@ -136,7 +139,6 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    from .. import devices
     from ..cases import select
     from ..config import SweepConfig
 
@@ -146,7 +148,7 @@ def run(args) -> int:
     variants = select.resolve_variants(args.variants)
     oracles = select.resolve_oracles(args.oracles, BUILTIN)
     searches = select.resolve_names(args.search, tuple(_SEARCHES), "search", tuple(_SEARCHES)) if args.search != "none" else ()
-    device = devices.parse(args.device)
+    device, gpus = _devices(args)
     _check_executor(args, device)
     oracles = _deep_flags(args, oracles, device)
     imports = load(args.imports)
@@ -157,7 +159,7 @@ def run(args) -> int:
         command="ops", device=device, ops=ops, dtypes=dtypes, layouts=layouts_, variants=variants,
         samples=DEFAULT_SAMPLES, workers=cpus() if args.workers is None else args.workers, timeout=args.timeout, imports=imports,
         shrink=not args.no_shrink, oracles=oracles, search=searches, probe_dtypes=bool(args.probe_dtypes),
-        executor=args.executor, ray_address=args.ray_address,
+        executor=args.executor, ray_address=args.ray_address, gpus=gpus,
     )
     deep = args.depth == "deep" or (args.depth == "auto" and args.ops is not None and len(ops) <= POINTED_OPS)
     config = depth(config, deep=deep, given={name for name in ("samples", "oracles", "budget", "probe_dtypes")
@@ -171,6 +173,22 @@ def run(args) -> int:
     config, executor = _executor(config, given=args.workers is not None)
     return finish(config, out=Path(args.out), db=args.db, json_path=args.json, progress=not args.no_progress, junit_path=args.junit,
                   executor=executor)
+
+
+def _devices(args) -> tuple[str, tuple[int, ...]]:
+    """--device and --devices: the device the units name, and the GPUs the local pool's workers are spread over."""
+    from .. import devices
+
+    if args.devices is None:
+        device = devices.parse(args.device or "cpu")
+        return device, (devices.every_gpu(device) if args.executor == "local" and args.workers != 0 else ())
+    if args.device not in (None, "cuda"):
+        raise UsageError(f"--devices names the GPUs to spread the workers over; give it alone, not with --device {args.device}")
+    if args.executor != "local":
+        raise UsageError("--devices spreads the local pool's workers; with --executor ray, Ray hands each unit its GPU: give --device cuda")
+    if args.workers == 0:
+        raise UsageError("--devices spreads the workers over GPUs; --workers 0 has none (every case runs in this process)")
+    return devices.spread(args.devices)
 
 
 def _check_executor(args, device: str) -> None:
@@ -191,7 +209,8 @@ def _executor(config, *, given: bool):
     if config.executor != "ray":
         if not config.workers:
             return config, "this process (--workers 0: no crash isolation)"
-        return config, f"local pool, {config.workers} worker{'s' if config.workers != 1 else ''}"
+        gpus = f" over GPUs {', '.join(str(g) for g in config.gpus)}" if config.gpus else ""
+        return config, f"local pool, {config.workers} worker{'s' if config.workers != 1 else ''}{gpus}"
     cluster = ray_pool.connect(config.ray_address)
     capacity = cluster.capacity(config.device, config.threads)  # UsageError if none
     workers = config.workers if given else capacity

@@ -33,6 +33,11 @@ waits for work: the catalog loaded, the device's context made), and a replacemen
 takes a spare that is ready; the pool starts another in its place. A pool whose
 workers never die never starts one.
 
+With ``pins`` (one environment per GPU, devices.pinned) the workers are spread
+over several GPUs: each process starts with the next pin's environment in turn,
+and a replacement, a spare it takes included, has the pin of the worker it
+replaces, so every GPU keeps its share of the workers.
+
 Whatever a worker prints (a CUDA device-side assert, glibc's heap-corruption
 abort) goes to the ``log`` file when one is given, not to the terminal.
 
@@ -114,6 +119,7 @@ def unit_events(work: Callable, unit, config, skip: frozenset, only: str | None)
 class _Slot(Slot):
     process: multiprocessing.Process
     conn: Connection
+    pin: dict | None = None  # the environment that pins its worker to a GPU
 
 
 def default_spares(workers: int) -> int:
@@ -123,7 +129,8 @@ def default_spares(workers: int) -> int:
 
 class Pool(Dispatcher):
     def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1, log: str | None = None,
-                 slower: Callable[[str], float] = lambda case_id: 1.0, warm: Callable | None = None, spares: int | None = None):
+                 slower: Callable[[str], float] = lambda case_id: 1.0, warm: Callable | None = None, spares: int | None = None,
+                 pins: list[dict] | None = None):
         self.work, self.describe, self.config, self.log, self.warm = work, describe, config, log, warm
         self.workers, self.timeout, self.threads = max(1, workers), timeout, threads
         self.slower = slower  # a case id -> how many timeouts it may take (a compile takes longer than a call)
@@ -132,6 +139,7 @@ class Pool(Dispatcher):
         self.slots: list[_Slot] = []
         self.spare: list[_Slot] = []  # started workers waiting for a slot (none until the first replacement)
         self.started = 0  # worker processes started, spares included
+        self.pins = list(pins or [])
 
     def _ready(self, busy: list[_Slot], timeout: float) -> list[_Slot]:
         ready = wait([slot.conn for slot in busy], timeout=timeout)
@@ -139,31 +147,44 @@ class Pool(Dispatcher):
 
     # --- workers --------------------------------------------------------------------------
 
-    def _start(self) -> _Slot:
+    def _start(self, pin: dict | None = None) -> _Slot:
+        if pin is None and self.pins:  # the next GPU in turn
+            pin = self.pins[self.started % len(self.pins)]
         parent, child = self.context.Pipe()
         process = self.context.Process(target=_worker_main, args=(child, self.work, self.describe, self.config, self.threads, self.log, self.warm),
                                        daemon=True)
-        process.start()
+        saved = {name: os.environ.get(name) for name in pin or {}}
+        os.environ.update(pin or {})  # what the spawned interpreter starts with
+        try:
+            process.start()
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         child.close()
         self.started += 1
-        return _Slot(process=process, conn=parent)
+        return _Slot(process=process, conn=parent, pin=pin)
 
     def _replace(self, slot: _Slot) -> None:
         if slot.process.is_alive():
             self._kill(slot)
-        fresh = self._take_spare() or self._start()
+        fresh = self._take_spare(slot.pin) or self._start(slot.pin)
         slot.process, slot.conn, slot.in_flight = fresh.process, fresh.conn, None
-        while len(self.spare) < self.spares:  # started now, warm by the next replacement
-            self.spare.append(self._start())
+        while len(self.spare) < self.spares:  # started now, warm by the next replacement; where the last was needed
+            self.spare.append(self._start(slot.pin))
 
-    def _take_spare(self) -> _Slot | None:
-        """A spare worker still alive (the oldest, the likeliest to be warm), or None."""
-        while self.spare:
-            spare = self.spare.pop(0)
-            if spare.process.is_alive():
-                return spare
+    def _take_spare(self, pin: dict | None) -> _Slot | None:
+        """A spare worker still alive with this pin (the oldest, the likeliest to be warm), or None."""
+        for spare in [s for s in self.spare if not s.process.is_alive()]:
+            self.spare.remove(spare)
             spare.process.join(timeout=1)
             spare.conn.close()
+        for spare in self.spare:
+            if spare.pin == pin:
+                self.spare.remove(spare)
+                return spare
         return None
 
     def _kill(self, slot: _Slot) -> None:
@@ -180,7 +201,8 @@ class Pool(Dispatcher):
 
     def where(self) -> str:
         """Where the cases ran, for the run's notes."""
-        return f"local pool, {self.workers} worker{'s' if self.workers != 1 else ''}: {self.outcomes} cases on this machine"
+        gpus = f" over GPUs {', '.join(p['CUDA_VISIBLE_DEVICES'] for p in self.pins)}" if self.pins else ""
+        return f"local pool, {self.workers} worker{'s' if self.workers != 1 else ''}{gpus}: {self.outcomes} cases on this machine"
 
     # --- events -----------------------------------------------------------------------------
 
