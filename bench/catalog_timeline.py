@@ -50,9 +50,9 @@ def record(args) -> int:
     original_start, original_replace, original_begun = Pool._start, Pool._replace, Frame.unit_begun
     replacing = []
 
-    def start(pool):
+    def start(pool, *args, **kwargs):
         log.write(worker=replacing[-1] if replacing else None, why="replace" if replacing else "first")
-        return original_start(pool)
+        return original_start(pool, *args, **kwargs)
 
     def replace(pool, slot):
         replacing.append(getattr(slot.unit, "key", None))

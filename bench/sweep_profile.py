@@ -532,9 +532,9 @@ def _parent_patches(recorder_of, store_seconds: list):
     if hasattr(Pool, "_start"):  # a worker started: the first W, and each replacement (a device lost, a crash, a hang, a replay)
         saved[("pool", "_start")] = original_start = Pool._start
 
-        def start(pool):
+        def start(pool, *args, **kwargs):
             recorder_of().starts.append(time.monotonic())
-            return original_start(pool)
+            return original_start(pool, *args, **kwargs)
 
         Pool._start = start
     original_begun = Frame.unit_begun
