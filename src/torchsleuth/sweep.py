@@ -40,7 +40,7 @@ from . import _version, devices
 from .cases import opinfo, select
 from .cases.records import Case, Unit
 from .config import RunConfig, SweepConfig
-from .engine import describe, run_unit
+from .engine import describe, device_works, run_unit
 from .judge.isolation import isolation_outcome
 from .judge.plugin import BUILTIN, Registry
 from .judge.records import Finding, Outcome
@@ -186,13 +186,10 @@ def _work(item, config: SweepConfig, skip: frozenset[str], only: str | None, *, 
 
 def warm(config: SweepConfig) -> None:
     """What a worker does before its first unit, so that a spare is ready when it is needed: OpInfo's catalog loaded,
-    the user's imports made, the device's context made."""
-    import torch
-
+    the user's imports made, the device's context made (by the probe kernel engine.device_works runs)."""
     load_imports(config.imports)
     opinfo.catalog()
-    if config.device != "cpu":
-        torch.ones(1, device=config.device).add_(1).sum().item()
+    device_works(config.device)
 
 
 def _describe(item, config: SweepConfig, case_id: str):

@@ -246,7 +246,6 @@ class Dispatcher:
             self.later.append((slot.unit, case_id, how))
             self.unsettled[id(slot.unit)] = self.unsettled.get(id(slot.unit), 0) + 1
             slot.skip.add(case_id)
-            slot.in_flight = None
             self._send_run(slot)
             for idle in self.slots:  # a worker with no unit left to take replays it now
                 if idle.unit is None and not self.queue and self.later:

@@ -31,7 +31,7 @@ import json
 import sqlite3
 from typing import Iterable
 
-from ..cases.records import Unit
+from ..cases.records import Case, Unit
 
 # a hang is the case and its replay alone, each stopped at the timeout
 HANG_TIMEOUTS = 2
@@ -64,7 +64,7 @@ def of_store(db, device: str) -> tuple[dict[str, float], set[str]]:
         for unit, seconds in db.execute("SELECT unit, SUM(seconds) FROM outcomes WHERE run = ? GROUP BY unit", (run_id,)):
             seen[unit_name(unit)] = seconds
         for case_id, found in db.execute("SELECT case_id, kind FROM findings WHERE run = ? AND kind IN ('hang', 'crash')", (run_id,)):
-            name = "|".join(case_id.split("|")[i] for i in (0, 2))
+            name = unit_name(Case.parse(case_id).unit.key)
             seen[name] = seen.get(name, 0.0) + (HANG_TIMEOUTS * timeout if found == "hang" else CRASH_SECONDS)
             if found == "hang":
                 hung.add(name)
