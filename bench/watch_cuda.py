@@ -1,6 +1,6 @@
 """`torchsleuth watch` on a CUDA device: clean models stay clean, the seed story's plant is found, and what it costs.
 
-    PYTHONPATH=src python bench/watch_cuda.py [--device cuda] [--steps 30]
+    PYTHONPATH=src python bench/watch_cuda.py [--device cuda] [--steps 30] [--long 300] [--overhead-only]
 
 Three parts, each printed as a section:
 
@@ -95,10 +95,12 @@ def planted(device: str) -> None:
         print(f"  {f.kind} {f.op} {f.layouts}: {f.summary} [{f.detail[:200]}]")
 
 
-def overhead(device: str, steps: int) -> None:
-    print(f"## overhead on {device}: MLP 4x512, batch 256, Adam, {steps} steps, median of 3")
+def overhead(device: str, steps: int, long: int = 0) -> None:
+    """Each setting's time over ``steps`` steps (median of 3, interleaved); with ``long``, over ``long`` steps too,
+    and the ratio of the steps between the two: what watching costs a step once the first calls are judged."""
+    print(f"## overhead on {device}: MLP 4x512, batch 256, Adam, {steps} steps{f' and {long}' if long else ''}, median of 3")
 
-    def loop():
+    def loop(n):
         torch.manual_seed(0)
         layers = []
         for _ in range(4):
@@ -106,7 +108,7 @@ def overhead(device: str, steps: int) -> None:
         model = torch.nn.Sequential(*layers, torch.nn.Linear(512, 10)).to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
         data, target = torch.randn(256, 512, device=device), torch.randint(0, 10, (256,), device=device)
-        for _ in range(steps):
+        for _ in range(n):
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(model(data), target).backward()
             optimizer.step()
@@ -114,32 +116,50 @@ def overhead(device: str, steps: int) -> None:
 
     settings = {"unwatched": None, "invariants only": dict(invariants_only=True),
                 "shadow, each distinct call once (default)": dict(), "shadow, every call": dict(repeats=True)}
-    loop()
-    times = {name: [] for name in settings}
+    lengths = (steps, long) if long else (steps,)
+    loop(steps)
+    times = {(name, n): [] for name in settings for n in lengths if n == steps or name != "shadow, every call"}
     for _ in range(3):
-        for name, options in settings.items():
+        for name, n in times:
+            options = settings[name]
             start = time.perf_counter()
             if options is None:
-                loop()
+                loop(n)
             else:
                 with watch(device=device, **options):
-                    loop()
-            times[name].append(time.perf_counter() - start)
-    base = statistics.median(times["unwatched"])
-    print("| setting | seconds | ratio |\n| --- | ---: | ---: |")
-    for name, values in times.items():
-        print(f"| {name} | {statistics.median(values):.2f} | {statistics.median(values) / base:.2f}x |")
+                    loop(n)
+            times[name, n].append(time.perf_counter() - start)
+    median = {key: statistics.median(values) for key, values in times.items()}
+    base = median["unwatched", steps]
+    if not long:
+        print("| setting | seconds | ratio |\n| --- | ---: | ---: |")
+        for name in settings:
+            print(f"| {name} | {median[name, steps]:.2f} | {median[name, steps] / base:.2f}x |")
+        return
+    step = (median["unwatched", long] - base) / (long - steps)
+    print(f"| setting | {steps} steps: s | ratio | {long} steps: s | ratio | per step after the first {steps}: ms | ratio |\n"
+          "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name in settings:
+        if (name, long) not in median:
+            print(f"| {name} | {median[name, steps]:.2f} | {median[name, steps] / base:.2f}x | | | | |")
+            continue
+        marginal = (median[name, long] - median[name, steps]) / (long - steps)
+        print(f"| {name} | {median[name, steps]:.2f} | {median[name, steps] / base:.2f}x | {median[name, long]:.2f} | "
+              f"{median[name, long] / median['unwatched', long]:.2f}x | {1e3 * marginal:.2f} | {marginal / step:.2f}x |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--long", type=int, default=0, help="also time each setting over this many steps: the cost per step once judged")
+    parser.add_argument("--overhead-only", action="store_true", help="only part 3")
     args = parser.parse_args()
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name() if args.device.startswith('cuda') else 'cpu'}")
-    clean(args.device)
-    planted(args.device)
-    overhead(args.device, args.steps)
+    if not args.overhead_only:
+        clean(args.device)
+        planted(args.device)
+    overhead(args.device, args.steps, args.long)
 
 
 if __name__ == "__main__":

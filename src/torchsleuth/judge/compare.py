@@ -17,6 +17,7 @@ from typing import Any, Callable
 import torch
 
 from ..dtypes import is_inexact, name as dtype_name, wide
+from ..run.call import to_host
 from ..run.tree import output_leaves
 from .records import Mismatch
 from .tolerance import Tolerance
@@ -56,19 +57,12 @@ def on_host(*trees: Leaves) -> list[Leaves]:
     """Each tree with its readable strided device tensors copied to the CPU, all at once: the copies are queued
     (into pinned memory, off a CUDA device) and waited for together, one synchronization for the lot where a ``.cpu()``
     per leaf would wait once per leaf (``split`` returns thousands of them). Other leaves are kept as they are."""
-    waits = set()  # the CUDA devices copied from
-    moved = []
-    for leaves in trees:
-        found = []
-        for path, v in leaves:
-            if isinstance(v, torch.Tensor) and v.device.type != "cpu" and v.layout == torch.strided and readable(v):
-                if v.device.type == "cuda":
-                    waits.add(v.device)
-                v = v.detach().resolve_conj().resolve_neg().to("cpu", non_blocking=v.device.type == "cuda")
-            found.append((path, v))
-        moved.append(found)
-    for device in waits:
-        torch.cuda.synchronize(device)
+    picked = [(i, j) for i, leaves in enumerate(trees) for j, (_, v) in enumerate(leaves)
+              if isinstance(v, torch.Tensor) and v.device.type != "cpu" and v.layout == torch.strided and readable(v)]
+    copies = iter(to_host([trees[i][j][1].detach().resolve_conj().resolve_neg() for i, j in picked]))
+    moved = [list(leaves) for leaves in trees]
+    for i, j in picked:
+        moved[i][j] = (moved[i][j][0], next(copies))
     return moved
 
 

@@ -22,6 +22,7 @@ import torch
 
 from ..cases import layouts
 from ..dtypes import is_inexact
+from ..run.call import to_host
 from . import compare as cmp
 from . import random as random_oracle
 from .context import Context, bits_equal, changed, renamed
@@ -123,7 +124,8 @@ def inplace(ctx: Context) -> None:
             continue
         found = ctx.differs(t.detach(), expected.detach().to(t.dtype), scale=2.0, check_dtype=False)
         before = ev.before_view(path)
-        missed = bits_equal(t.detach().cpu(), before) & ~bits_equal(expected.detach().cpu().to(t.dtype), before)
+        written, wanted = to_host([t.detach(), expected.detach()])
+        missed = bits_equal(written, before) & ~bits_equal(wanted.to(t.dtype), before)
         if not found and _wholesale(missed):
             # every write dropped, of values too small for the tolerance to see (Adam's
             # exp_avg_sq gains (1 - beta2) * grad**2, far below atol): the bits say it

@@ -218,7 +218,7 @@ def _structural_zeros(ctx: Context, exact: cmp.Leaves) -> list[str]:
     says nothing about the kernel's accuracy, and no nudge of the inputs moves
     the float64 result off zero to measure it.
     """
-    scale = max((float(t.detach().abs().max()) for t in ctx.ev.refs.base.tensors.values()
+    scale = max((float(t.detach().abs().max()) for t in ctx.ev.refs.host.values()
                  if isinstance(t, torch.Tensor) and t.numel() and is_inexact(t.dtype)), default=0.0)
     found = []
     for path, value in exact:

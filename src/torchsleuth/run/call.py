@@ -19,6 +19,13 @@ The variant decides the call around them:
 before and after it, so the judge can see writes that were not declared and
 writes outside a view. References (run.references) make the same call on
 other tensors through ``compute``.
+
+Waiting for the device. Several workers on one GPU take turns on it, so each
+time a case waits for the device it waits for the other processes' turns too:
+a case costs about as many turns as it waits (bench/cuda-sweep.md). Tensors
+therefore go to a CUDA device through pinned memory without waiting
+(``to_device``), come back in batches waited for once (``to_host``), and a
+call is waited for once, after its snapshots are queued.
 """
 
 from __future__ import annotations
@@ -78,13 +85,37 @@ class Ran:
     meta: dict | None = None
 
 
+def to_device(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
+    """``t.to(device)``, queued rather than waited for: a strided CPU tensor bound for a CUDA device is staged in
+    pinned memory and copied asynchronously (a copy from ordinary memory waits for everything queued before it)."""
+    if t.device.type == "cpu" and torch.device(device).type == "cuda" and t.layout == torch.strided:
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
+def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each tensor on the CPU (a CPU tensor as it is): the copies off a CUDA device queued into pinned memory and
+    waited for together, once per device, where a ``.cpu()`` each would wait once each."""
+    waits, found = set(), []
+    for t in tensors:
+        if t.device.type == "cuda" and t.layout == torch.strided:
+            waits.add(t.device)
+            t = t.to("cpu", non_blocking=True)
+        elif t.device.type != "cpu":
+            t = t.to("cpu")
+        found.append(t)
+    for device in waits:
+        torch.cuda.synchronize(device)
+    return found
+
+
 def sample_call(sample: Sample, device: str) -> tuple[tuple, dict]:
     """The sample as ``(args, kwargs)`` with tensors on ``device``."""
     args = (sample.input, *sample.args)
     kwargs = dict(sample.kwargs)
     if "device" in kwargs and kwargs["device"] is not None:
         kwargs["device"] = device
-    moved = {path: t.to(device) for path, t in tree.call_leaves(args, kwargs).items()}
+    moved = {path: to_device(t, device) for path, t in tree.call_leaves(args, kwargs).items()}
     return tree.replace_call(args, kwargs, moved)
 
 
@@ -138,7 +169,7 @@ def grad_outputs(reference_result: Any, process: Callable, seed: int) -> tree.Te
     generator = torch.Generator().manual_seed(seed)
     for i, t in enumerate(outputs):
         values = torch.randn(t.shape, dtype=t.dtype if t.dtype.is_complex else torch.float64, generator=generator)
-        found[f"grad_output[{i}]"] = values.to(device=t.device, dtype=t.dtype)
+        found[f"grad_output[{i}]"] = to_device(values, t.device).to(t.dtype)  # rounded where it always was
     return found
 
 
@@ -228,11 +259,13 @@ def execute(prepared: Prepared) -> Ran:
     ran = Ran(before=host_snapshot(prepared.tensors), meta={p: metadata(t) for p, t in prepared.tensors.items()})
     try:
         ran.result = compute(prepared)
-        synchronize(prepared.case.device)  # an asynchronous kernel error belongs to this call
     except Exception as e:  # the op refused the call: loud, so not a silent bug
         ran.error = e
-    ran.after = host_snapshot(prepared.tensors)
-    synchronize(prepared.case.device)  # the copies have landed
+    ran.after = host_snapshot(prepared.tensors)  # queued behind the call's kernels
+    try:
+        synchronize(prepared.case.device)  # the copies have landed, and an asynchronous kernel error belongs to this call
+    except Exception as e:
+        ran.error = ran.error or e
     return ran
 
 
@@ -241,7 +274,9 @@ def rebuilt(ran: Ran, prepared: Prepared, *, device: str | None = None) -> tree.
     found = {}
     for path, t in prepared.tensors.items():
         shape, stride, offset = ran.meta[path]
-        storage = ran.before[path].to(t.device if device is None else device, copy=True)
+        source, target = ran.before[path], torch.device(t.device if device is None else device)
+        # a snapshot off a CUDA device is in pinned memory: it goes back without a wait
+        storage = to_device(source, target) if target.type == "cuda" and source.is_pinned() else source.to(target, copy=True)
         fresh = storage.as_strided(shape, stride, offset)
         found[path] = fresh.requires_grad_(True) if t.requires_grad else fresh
     return found

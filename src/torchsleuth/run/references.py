@@ -89,6 +89,13 @@ class References:
         return call.traced(self.base, self._copies())[0]
 
     @functools.cached_property
+    def host(self) -> tree.Tensors:
+        """The base tensors on the CPU, read back from the device once, together, for every reference made on the CPU
+        (a CPU sweep's are the base tensors themselves). Read them; do not write them."""
+        paths = list(self.base.tensors)
+        return dict(zip(paths, call.to_host([self.base.tensors[p].detach() for p in paths])))
+
+    @functools.cached_property
     def cpu(self) -> Reference:
         return self._run(self._converted(device="cpu"), device="cpu")
 
@@ -130,8 +137,8 @@ class References:
     def _converted(self, *, device: str, wide: bool = False, nudge=None) -> tree.Tensors:
         found = {}
         with torch.no_grad():
-            for path, t in self.base.tensors.items():
-                t = t.detach().to(device)
+            for path, t in self.host.items():
+                t = t.to(device)  # the layout below gives each reference storages of its own
                 if wide:
                     t = t.to(dtypes.wide(t.dtype))
                 if nudge is not None and (t.dtype.is_floating_point or t.dtype.is_complex):

@@ -92,11 +92,18 @@ def widen(t, like_this=None):
     return like(wide, t if like_this is None else like_this)
 
 
+def upload(t, device):
+    """``t`` (a CPU tensor) on ``device``: to a CUDA device through pinned memory, queued rather than waited for."""
+    if torch.device(device).type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 def draw(shape, dtype, seed, device="cpu"):
     """Standard normal values drawn in float64 (complex128) from ``seed``, rounded to ``dtype``."""
     generator = torch.Generator().manual_seed(seed)
     work = torch.complex128 if dtype.is_complex else torch.float64
-    return torch.randn(tuple(shape), generator=generator, dtype=work).to(dtype=dtype, device=device)
+    return upload(torch.randn(tuple(shape), generator=generator, dtype=work).to(dtype), device)
 
 
 def tangent(x, seed):
@@ -104,7 +111,7 @@ def tangent(x, seed):
     size = x.detach().abs().to(torch.float64).cpu()
     scale = torch.where(torch.isfinite(size), (SCALE * size).clamp(min=1.0), torch.ones_like(size))
     work = torch.complex128 if x.is_complex() else torch.float64
-    return like((draw(x.shape, work, seed) * scale).to(dtype=x.dtype, device=x.device), x)
+    return like(upload((draw(x.shape, work, seed) * scale).to(dtype=x.dtype), x.device), x)
 
 
 def outputs(value):
@@ -204,7 +211,10 @@ def finite_differences(evaluate, shifts):
     large, small = STEPS
     points = [(0.0, None), (large, None), (-large, None), (small, None), (-small, None)]
     points += [(t, w) for w in shifts for t in (small, -small)]
-    values = [[y.detach().to(torch.complex128 if y.is_complex() else torch.float64).cpu() for y in evaluate(t, w)] for t, w in points]
+    evaluated = [[y.detach().to(torch.complex128 if y.is_complex() else torch.float64) for y in evaluate(t, w)] for t, w in points]
+    values = [[y.to("cpu", non_blocking=y.is_cuda) for y in ys] for ys in evaluated]  # queued, then waited for once
+    if any(y.is_cuda for ys in evaluated for y in ys):
+        torch.cuda.synchronize()
     found = []
     for f0, p1, m1, p2, m2, *shifted in zip(*values):
         c1, c2 = (p1 - m1) / (2 * large), (p2 - m2) / (2 * small)

@@ -30,7 +30,7 @@ from . import helpers, mains
 from .detail import CONTRACTION, DOUBLE_BACKWARD, FINITE, FORWARD, MODES, SECOND, SECOND_MODES, Detail
 
 # The oracle's code a script holds, in the order it is written out.
-HELPERS = (helpers.inexact, helpers.like, helpers.widened, helpers.widen, helpers.draw, helpers.tangent, helpers.outputs,
+HELPERS = (helpers.inexact, helpers.like, helpers.widened, helpers.widen, helpers.upload, helpers.draw, helpers.tangent, helpers.outputs,
            helpers.cotangents, helpers.forward_mode, helpers.graph, helpers.reverse_mode, helpers.reverse_jvp, helpers.double_backward,
            helpers.forward_over_reverse, helpers.finite_differences, helpers.tainted, helpers.untainted, helpers.moved, helpers.shifts,
            helpers.output_differences, helpers.gradient_differences, helpers.lopsided, helpers.masked, helpers.contraction, helpers.far,

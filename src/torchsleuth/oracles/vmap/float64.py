@@ -37,7 +37,7 @@ def structural_zeros(ctx: Context) -> set[str]:
     refs = ctx.ev.refs
     if not refs.float64.ok:
         return set()
-    scale = max((float(torch.nan_to_num(t.detach().abs(), nan=0.0, posinf=0.0).max()) for t in refs.base.tensors.values()
+    scale = max((float(torch.nan_to_num(t.detach().abs(), nan=0.0, posinf=0.0).max()) for t in refs.host.values()
                  if isinstance(t, torch.Tensor) and t.numel() and is_inexact(t.dtype)), default=0.0)
     found = set()
     for path, value in cmp.flatten(refs.float64.value):

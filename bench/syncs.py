@@ -1,0 +1,116 @@
+"""How often a case waits for the GPU, and which line of torchsleuth makes it wait.
+
+    python bench/syncs.py --device cuda --seconds 60 --out DIR        # on the GPU machine
+
+With 15 workers on one H200 the time a case spends waiting for the device grows 37-fold over one worker's
+(``bench/contention.py``): the processes' CUDA contexts take turns on the GPU, so every synchronization waits for
+the others' turns, and a case costs about as many turns as it synchronizes. This counts them: the units of a sample
+of the catalog (every --every-th op of the default selection, shuffled, as ``bench/sweep_profile.py`` plans them)
+run in this process with ``torch.cuda.set_sync_debug_mode("warn")``, and each synchronizing call (an explicit
+``synchronize``, a blocking copy to or from the device, ``.item()``, ``nonzero``...) is counted by the innermost
+torchsleuth line on the stack, and by the outermost torchsleuth function below ``engine`` (the phase). Warnings
+are let through the sweep's own ``catch_warnings`` for this (the script replaces it), so it must run alone.
+Written to DIR/syncs.md (printed too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import os
+import sys
+import time
+import traceback
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import sweep_profile  # noqa: E402
+
+MARK = "synchronizing CUDA operation"
+SOURCE = os.sep + "torchsleuth" + os.sep
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--ops", metavar="SPEC")
+    parser.add_argument("--every", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--out", metavar="DIR", required=True)
+    args = parser.parse_args()
+    import torch
+
+    from torchsleuth import engine
+    from torchsleuth.judge.plugin import BUILTIN
+
+    config = sweep_profile.catalog_config(args.device, sweep_profile.op_sample(args.ops, args.every), workers=0, depth="catalog")
+    for name in (*config.oracles, *config.sampled):
+        BUILTIN.get(name)
+    units = sweep_profile.shuffled_units(config)
+    engine.device_works(config.device)
+
+    lines: collections.Counter = collections.Counter()
+    phases: collections.Counter = collections.Counter()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if MARK not in str(message):
+            return
+        ours = [f for f in traceback.extract_stack()[:-1] if SOURCE in f.filename]
+        if not ours:
+            lines["(outside torchsleuth)"] += 1
+            return
+        inner = ours[-1]
+        lines[f"{inner.filename.split(SOURCE, 1)[1]}:{inner.lineno} {inner.name}"] += 1
+        below = [f for f in ours if not f.filename.endswith("engine.py")]
+        phases[f"{below[0].filename.split(SOURCE, 1)[1]} {below[0].name}" if below else "engine"] += 1
+
+    warnings.showwarning = show
+    warnings.simplefilter("always")
+    warnings.catch_warnings = lambda *a, **k: contextlib.nullcontext()  # the sweep's own filters would drop them
+    warnings.simplefilter = lambda *a, **k: None
+    if config.device.startswith("cuda"):
+        torch.cuda.set_sync_debug_mode("warn")
+    cases, kinds, started, done = 0, collections.Counter(), time.perf_counter(), 0
+
+    def write(stopped: str = "") -> None:  # after every unit: a kernel that kills the process leaves the counts so far
+        total = sum(lines.values())
+        out = [f"# Synchronizations per case on {args.device} ({time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__})", "",
+               f"{cases:,} cases of {done} units in {time.perf_counter() - started:.0f} s: **{total / max(cases, 1):.2f} synchronizations "
+               f"per case** ({total:,} in all).{' ' + stopped if stopped else ''}", "",
+               "| where (the phase: the outermost torchsleuth function below engine) | per case |", "| --- | ---: |"]
+        out += [f"| {k} | {v / max(cases, 1):.3f} |" for k, v in phases.most_common(args.top)]
+        out += ["", "| line (the innermost torchsleuth frame) | per case |", "| --- | ---: |"]
+        out += [f"| {k} | {v / max(cases, 1):.3f} |" for k, v in lines.most_common(args.top)]
+        out += ["", "cases by kind: " + ", ".join(f"{k} {v}" for k, v in kinds.most_common())]
+        with open(os.path.join(args.out, "syncs.md"), "w") as f:
+            f.write("\n".join(out) + "\n")
+
+    os.makedirs(args.out, exist_ok=True)
+    stopped = ""
+    for unit in units:
+        if time.perf_counter() - started > args.seconds:
+            break
+        print(unit.key, file=sys.stderr, flush=True)
+        try:
+            for kind, payload in engine.run_unit(unit, config, frozenset()):
+                if kind == "outcome":
+                    cases += 1
+                    kinds[sweep_profile.case_kind(payload.case)] += 1
+        except Exception as e:  # a lost device ends the count
+            stopped = f"Stopped in {unit.key}: {type(e).__name__}: {str(e)[:200]}"
+            break
+        done += 1
+        write()
+    if config.device.startswith("cuda"):
+        torch.cuda.set_sync_debug_mode(0)
+    write(stopped)
+    with open(os.path.join(args.out, "syncs.md")) as f:
+        print(f.read())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
