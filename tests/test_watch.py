@@ -176,6 +176,28 @@ def test_nan_and_missing_gradients_are_invariant_findings(tmp_path):
     assert set(w.result.written) == {"findings file", "junit", "database"} and (tmp_path / "junit.xml").is_file()
 
 
+def test_whole_tensor_checks_find_a_lone_infinity_and_pass_large_finite_values():
+    # every 16th step (the first among them) every element is looked at, not only the sampled positions; a
+    # float16 gradient of large finite values (its sum overflows) is finite
+    def run(poison: bool):
+        p = torch.nn.Parameter(torch.zeros(100, 100, dtype=torch.float16))
+        optimizer = torch.optim.SGD([p], lr=1e-6)
+        with watch(invariants_only=True) as w:
+            for step in range(2):
+                grad = torch.full((100, 100), 6e4, dtype=torch.float16)
+                if poison and step == 0:
+                    grad[37, 59] = float("inf")
+                p.grad = grad
+                optimizer.step()
+        return [f for f in w.findings if "NaN or inf" in f.summary]
+
+    assert run(poison=False) == []
+    found = run(poison=True)
+    assert sorted(f.mismatch.attribute for f in found) == ["grad_not_finite", "param_not_finite"], [f.summary for f in found]
+    assert all(f.detail == "step 0" for f in found)  # the step it happened, though read a step later
+    assert any(f.summary.startswith("the gradient of a parameter of shape [100, 100] in no module") for f in found)
+
+
 def test_outputs_without_a_database_are_refused():
     with pytest.raises(UsageError, match="give db="):
         with watch(json="findings.json"):

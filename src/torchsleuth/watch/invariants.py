@@ -23,9 +23,10 @@ read at the next step (or when the findings are asked for: ``flush``), so the
 program keeps its next step queued while this one runs. The state is
 looked at on the first step and every 16th (a state never written stays all
 zeros, so it is caught at the first look). NaN and inf are looked for at the
-positions every step, and in whole tensors every 16th step (a sum per
-tensor, confirmed elementwise when it is not finite): a NaN spreads through
-the next step, so a missed element shows a step later.
+positions every step, and in whole tensors every 16th step (a min-max
+reduction per tensor, judged with the other verdicts, so that step does not
+wait either): a NaN spreads through the next step, so a missed element shows
+a step later.
 
 A violation is a ``Finding`` of kind ``invariant``, naming the parameter by
 its module path and its properties (shape, stride, contiguity, dtype,
@@ -75,16 +76,17 @@ class StepChecks:
                 if p.grad is None:
                     self._report(optimizer, p, "no_gradient", f"no gradient reached {self.name(p)} ({naming.describe(p)}) before {_step(optimizer)}")
                     continue
-                if whole and not _finite(p.grad):
-                    self._report(optimizer, p, "grad_not_finite",
-                                 f"the gradient of {self.name(p)} ({naming.describe(p)}) holds NaN or inf before {_step(optimizer)}")
-                if group.get("lr", 1) == 0 or p.numel() == 0:
+                if group.get("lr", 1) == 0 or p.numel() == 0:  # not in a row: its whole-tensor check here and now
+                    if whole and not _finite(p.grad):
+                        self._report(optimizer, p, "grad_not_finite",
+                                     f"the gradient of {self.name(p)} ({naming.describe(p)}) holds NaN or inf before {_step(optimizer)}")
                     continue
                 rows.setdefault(p.device, _Rows()).add(p, self._at(p))
         for device, batch in rows.items():
             grads = batch.read(lambda p: p.grad)
             batch.moving = grads != 0
-            batch.grads_finite = torch.isfinite(grads).all(1)  # read with the verdicts after the step
+            # read with the verdicts after the step: of the whole gradients on a whole step, else of the positions
+            batch.grads_finite = _all_finite([p.grad for p in batch.params]) if whole else torch.isfinite(grads).all(1)
             last = self._after.get(device)
             # what the last step left is what this one starts from (a program that changes its
             # parameters between steps makes them look moved: a frozen step missed, never a false alarm)
@@ -94,9 +96,10 @@ class StepChecks:
 
     def after(self, optimizer: torch.optim.Optimizer) -> None:
         whole = self.step % FULL_EVERY == 0
+        in_rows = {id(p) for batch in self._before.values() for p in batch.params}  # checked whole in the verdicts
         for group in optimizer.param_groups:
             for p in group["params"]:
-                if whole and p.requires_grad and p.grad is not None and not _finite(p):
+                if whole and p.requires_grad and p.grad is not None and id(p) not in in_rows and not _finite(p):
                     self._report(optimizer, p, "param_not_finite", f"{self.name(p)} ({naming.describe(p)}) holds NaN or inf after {_step(optimizer)}",
                                  self.step)
         self.flush()  # the last step's verdicts: done on the device long ago
@@ -105,7 +108,8 @@ class StepChecks:
             now = batch.read(lambda p: p)
             moving = batch.moving
             # per parameter: does any position where the gradient is nonzero hold a new value?
-            verdicts = [moving.any(1), ((now != batch.values) & moving).any(1), batch.grads_finite, torch.isfinite(now).all(1)]
+            finite = _all_finite(batch.params) if whole else torch.isfinite(now).all(1)
+            verdicts = [moving.any(1), ((now != batch.values) & moving).any(1), batch.grads_finite, finite]
             # a state never written stays all zeros: looked at on the steps the whole tensors are
             states = [(i, key, value) for i, p in enumerate(batch.params) for key, value in optimizer.state.get(p, {}).items()
                       if whole and isinstance(value, torch.Tensor) and value.shape == p.shape and value.numel() > 1
@@ -135,10 +139,10 @@ class StepChecks:
             written = flags[4 * n:]
             optimizer = v.optimizer
             for i, p in enumerate(v.params):
-                if not v.whole and not grads_finite[i]:
+                if not grads_finite[i]:
                     self._report(optimizer, p, "grad_not_finite",
                                  f"the gradient of {self.name(p)} ({naming.describe(p)}) holds NaN or inf before {_step(optimizer)}", v.step)
-                if not v.whole and not finite[i]:
+                if not finite[i]:
                     self._report(optimizer, p, "param_not_finite", f"{self.name(p)} ({naming.describe(p)}) holds NaN or inf after {_step(optimizer)}",
                                  v.step)
                 if any_moving[i] and not moved[i]:
@@ -245,6 +249,20 @@ def _stacked(rows: list[torch.Tensor]) -> torch.Tensor:
 # Every this many steps NaN and inf are looked for in whole tensors; in between,
 # on the sampled grid (a NaN spreads: a step later it is everywhere).
 FULL_EVERY = 16
+
+
+def _all_finite(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """Per tensor, on the device and without waiting: no NaN or inf anywhere in it (a min-max reduction each: NaN
+    carries through it, and unlike a sum it cannot overflow)."""
+    found = []
+    for t in tensors:
+        t = t.detach()
+        t = torch.view_as_real(t) if t.is_complex() else t
+        if not t.is_floating_point() or t.numel() == 0:
+            found.append(torch.ones(2, dtype=torch.bool, device=t.device))
+            continue
+        found.append(torch.isfinite(torch.stack(torch.aminmax(t))))
+    return torch.stack(found).all(1)
 
 
 def _finite(t: torch.Tensor) -> bool:

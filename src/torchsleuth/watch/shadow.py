@@ -28,19 +28,22 @@ kernels special-case). That is what layout-, dtype- and path-dependent bugs
 (the seed story's) depend on; a bug that needs particular values needs
 ``repeats=True`` (``--judge every``), which judges every call. Also
 ``every`` (judge the ops of every N-th step only) and ``sample`` (judge that
-fraction of the ops, drawn from a seeded generator).
+fraction of the ops, drawn from a seeded generator). Every call of the
+program is asked whether it is judged, so that question is cheap: what the
+overload is (a view, a random op) is kept per overload, and the signature
+and the element count are one walk of the arguments, no pytree.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import math
 import random
 import traceback
 
 import torch
-from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..judge.verdict import judge
@@ -118,18 +121,14 @@ class ShadowMode(TorchDispatchMode):
             return False
         if self.sample < 1.0 and self.random.random() >= self.sample:
             return False
-        schema = func._schema
-        if torch.Tag.nondeterministic_seeded in func.tags or torch.Tag.dynamic_output_shape in func.tags:
-            return False  # draws from the program's generator; a data-dependent shape
-        if any(r.alias_info is not None for r in schema.returns) and live.variant_of(func) == "functional":
-            return False  # a view: nothing computed
-        if schema.name.split("::")[-1] in _PLUMBING:
+        if not _judgeable(func):
             return False
-        if not 0 < live.elements(args, kwargs) <= MAX_ELEMENTS:
+        count = [0]
+        key = (func, _key(args, count), _key(kwargs, count))  # ``signature``, counting elements on the way
+        if not 0 < count[0] <= MAX_ELEMENTS:
             return False
         if self.repeats:
             return True
-        key = signature(func, args, kwargs)
         if key in self.signatures:
             return False
         self.signatures.add(key)
@@ -162,20 +161,36 @@ class ShadowMode(TorchDispatchMode):
         return "; ".join(parts)
 
 
+@functools.cache
+def _judgeable(func) -> bool:
+    """Whether calls of this overload are judged at all (asked of every call the program makes: kept per overload)."""
+    if torch.Tag.nondeterministic_seeded in func.tags or torch.Tag.dynamic_output_shape in func.tags:
+        return False  # draws from the program's generator; a data-dependent shape
+    if any(r.alias_info is not None for r in func._schema.returns) and live.variant_of(func) == "functional":
+        return False  # a view: nothing computed
+    return func._schema.name.split("::")[-1] not in _PLUMBING
+
+
 def signature(func, args, kwargs) -> tuple:
     """What decides which kernel path a call takes, short of its values (see the design note)."""
-    leaves, spec = pytree.tree_flatten((args, kwargs))
-    return (func, str(spec), tuple(_leaf_signature(leaf) for leaf in leaves))
+    return (func, _key(args, [0]), _key(kwargs, [0]))
 
 
-def _leaf_signature(leaf):
-    if isinstance(leaf, torch.Tensor):
-        return (tuple(leaf.shape), leaf.stride(), leaf.storage_offset(), leaf.dtype, leaf.device, leaf.requires_grad)
-    if isinstance(leaf, float):
-        return ("float", leaf == 0, leaf == 1, leaf < 0, math.isfinite(leaf))
-    if isinstance(leaf, complex):
-        return ("complex", leaf == 0, leaf == 1)
-    return leaf
+def _key(value, count: list):
+    """``value``'s structure, with each tensor's metadata and each float's class, adding its tensors' elements to
+    ``count[0]`` (asked of every call the program makes: one pass, no pytree)."""
+    if isinstance(value, torch.Tensor):
+        count[0] += value.numel()
+        return (tuple(value.shape), value.stride(), value.storage_offset(), value.dtype, value.device, value.requires_grad)
+    if isinstance(value, (list, tuple)):
+        return (type(value), tuple(_key(v, count) for v in value))
+    if isinstance(value, dict):
+        return (dict, tuple((k, _key(v, count)) for k, v in value.items()))
+    if isinstance(value, float):
+        return ("float", value == 0, value == 1, value < 0, math.isfinite(value))
+    if isinstance(value, complex):
+        return ("complex", value == 0, value == 1)
+    return value
 
 
 def _judged(prepared: call.Prepared):
