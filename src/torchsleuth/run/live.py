@@ -123,9 +123,5 @@ def base(prepared: call.Prepared) -> call.Prepared:
     return dataclasses.replace(prepared, case=case, written=frozenset())
 
 
-def elements(args: tuple, kwargs: dict) -> int:
-    return sum(t.numel() for t in tree.call_leaves(args, kwargs).values())
-
-
 def _identity(value: Any) -> Any:
     return value
