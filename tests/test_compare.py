@@ -12,6 +12,7 @@ from torchsleuth.judge import tolerance as tolerance_module
 from torchsleuth.judge.compare import bytes_of, compare, compare_leaf, flatten
 from torchsleuth.judge.records import Mismatch
 from torchsleuth.judge.tolerance import Tolerance, accumulation_dtype, slack_factor, table
+from torchsleuth.run.call import gathered
 
 INF, NAN = math.inf, math.nan
 
@@ -346,3 +347,15 @@ def test_complex_values_with_a_nonfinite_part_are_compared_part_by_part(actual, 
     a = torch.tensor([actual], dtype=torch.complex64)
     e = torch.tensor([expected], dtype=torch.complex128)
     assert (compare_leaf("out", a, e, tolerance=table, check_dtype=False) is None) == agree
+
+
+def test_gathered_copies_are_each_tensor_with_its_values_and_shape():
+    # to_host sends a split's thousands of outputs this way, one copy per dtype: cut back, each is what it was
+    base = torch.arange(24.0).reshape(4, 6)
+    tensors = [base.t(), base[:, 1], torch.tensor(5.0), torch.empty(0, 3), *base.split(1, dim=1)]
+    copies = gathered(tensors, "cpu")
+    assert len(copies) == len(tensors)
+    for t, c in zip(tensors, copies):
+        assert c.shape == t.shape and c.dtype == t.dtype and torch.equal(c, t)
+    base.zero_()  # copies, not views of the sources
+    assert copies[0].sum() == sum(range(24)) and copies[-1].tolist() == [[5.0], [11.0], [17.0], [23.0]]

@@ -95,18 +95,45 @@ def to_device(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
 
 def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     """Each tensor on the CPU (a CPU tensor as it is): the copies off a CUDA device queued into pinned memory and
-    waited for together, once per device, where a ``.cpu()`` each would wait once each."""
-    waits, found = set(), []
-    for t in tensors:
-        if t.device.type == "cuda" and t.layout == torch.strided:
-            waits.add(t.device)
-            t = t.to("cpu", non_blocking=True)
-        elif t.device.type != "cpu":
-            t = t.to("cpu")
-        found.append(t)
-    for device in waits:
+    waited for together, once per device, where a ``.cpu()`` each would wait once each.
+
+    More than ``MANY`` of them (``split`` returns thousands) go as one copy per device and dtype (``gathered``): each
+    copy into pinned memory takes a pinned block of its own, and thousands of allocations cost more than the waits."""
+    found = list(tensors)
+    off = [i for i, t in enumerate(tensors) if t.device.type == "cuda" and t.layout == torch.strided]
+    groups: dict[tuple, list[int]] = {}
+    for i in off if len(off) > MANY else ():
+        groups.setdefault((tensors[i].device, tensors[i].dtype), []).append(i)
+    gathered_from = []
+    for indices in groups.values():
+        try:
+            gathered_from.append((indices, gathered([tensors[i] for i in indices], "cpu", non_blocking=True)))
+        except RuntimeError:  # a dtype the device cannot concatenate: copied one by one
+            continue
+    done = {i for indices, _ in gathered_from for i in indices}
+    for i in off:
+        if i not in done:
+            found[i] = tensors[i].to("cpu", non_blocking=True)
+    for i, t in enumerate(tensors):
+        if t.device.type not in ("cpu", "cuda") or (t.device.type == "cuda" and t.layout != torch.strided):
+            found[i] = t.to("cpu")
+    for device in {tensors[i].device for i in off}:
         torch.cuda.synchronize(device)
+    for indices, copies in gathered_from:
+        for i, t in zip(indices, copies):
+            found[i] = t
     return found
+
+
+# How many tensors ``to_host`` copies one by one before it gathers them.
+MANY = 16
+
+
+def gathered(tensors: list[torch.Tensor], device, *, non_blocking: bool = False) -> list[torch.Tensor]:
+    """``[t.to(device) for t in tensors]`` (one dtype, one device) as one copy: flattened and concatenated where they
+    are, copied, and cut back into tensors of their shapes (contiguous, views of one buffer: read them only)."""
+    flat = torch.cat([t.detach().reshape(-1) for t in tensors]).to(device, non_blocking=non_blocking)
+    return [piece.view(t.shape) for t, piece in zip(tensors, flat.split([t.numel() for t in tensors]))]
 
 
 def sample_call(sample: Sample, device: str) -> tuple[tuple, dict]:
