@@ -1,7 +1,7 @@
 """The local pool's workers: warm spares for replacements, hangs set aside until no unit is left, workers pinned to GPUs.
 
 The work here is no sweep: a unit is a name and a list of case names; a case named ``pause`` sleeps, ``die`` kills its
-worker (its replay alone too, so the pool reports it), ``hang`` never returns, and ``hang_after`` hangs only in a
+worker (its replay alone too, so the pool reports it), ``slow`` takes 1.2 s, ``hang`` never returns, and ``hang_after`` hangs only in a
 process that has run a case before it (collateral: alone, it passes). Every process writes what it did to a log
 (``O_APPEND``, one line a write), so the test reads which process ran what, and when.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from torchsleuth import devices
 from torchsleuth.errors import UsageError
-from torchsleuth.run.dispatch import Callbacks
+from torchsleuth.run.dispatch import Callbacks, first_share
 from torchsleuth.run.pool import Pool
 
 
@@ -46,6 +46,8 @@ def _work(unit, config, skip, only):
             os._exit(7)
         if case == "pause":
             time.sleep(1.5)  # longer than a spare's warm-up
+        if case == "slow":
+            time.sleep(1.2)  # more than a quarter of a 2 s timeout, less than the whole
         yield "outcome", case
 
 
@@ -127,6 +129,27 @@ def test_a_hang_set_aside_that_passes_alone_is_collateral_and_its_outcome_is_kep
     assert sorted(seen["outcomes"]) == ["a", "b", "c", "d", "hang_after"]
     assert sorted(seen["done"]) == [("first", "done"), ("second", "done")]
     assert seen["order"].index(("done", ("first", "done"))) > seen["order"].index(("collateral", "hang_after"))
+
+
+@pytest.mark.parametrize("first", [0.25, 1.0])
+def test_on_a_shared_gpu_a_case_is_set_aside_after_a_share_of_its_time_and_its_replay_gets_all_of_it(tmp_path, first):
+    # first=0.25 (workers sharing a GPU): "slow" outlives 0.5 s of its 2 s, is set aside, and passes alone with the
+    # whole 2 s (its outcome kept); a real hang still fails. first=1.0 (the CPU): "slow" passes where it is.
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=1, first=first)
+    seen = _run(pool, [("first", ["a", "slow", "b", "hang"])])
+    assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")]
+    assert sorted(seen["outcomes"]) == ["a", "b", "slow"] and seen["done"] == [("first", "done")]
+    slow_runs = [pid for _, pid, what in _lines(log) if what == "case slow"]
+    if first < 1.0:
+        assert seen["collateral"] == ["slow"] and seen["outcomes"] == ["a", "b", "slow"]  # b went on before the replay
+        assert len(slow_runs) == 2 and slow_runs[0] != slow_runs[1]
+    else:
+        assert seen["collateral"] == [] and seen["outcomes"] == ["a", "slow", "b"] and len(slow_runs) == 1
+
+
+def test_the_share_is_all_of_the_time_on_the_cpu_and_a_quarter_on_an_accelerator():
+    assert first_share("cpu") == 1.0 and first_share("cuda") == first_share("cuda:1") == first_share("mps") == 0.25
 
 
 def test_workers_are_spread_over_the_gpus_and_a_replacement_keeps_its_gpu(tmp_path, monkeypatch):

@@ -17,7 +17,10 @@ hanging kernel holds the device while every other worker's kernels wait their
 turn (bench/cuda-sweep.md). So a case that hangs is set aside: its unit goes on
 in a fresh worker without it, and the set-aside cases are replayed, each alone
 in a fresh worker, once no unit is left to hand out, side by side, the whole
-tail costing one timeout. Their units are told done (``on_unit_done``) only when
+tail costing one timeout. Where workers share a GPU (``first`` below one) a
+case is set aside once it has run for that share of its time: a hanging
+kernel would hold the device that long, and the replay at the end, given the
+whole time, still tells a hang from a slow case. Their units are told done (``on_unit_done``) only when
 their last set-aside case is settled, so a run killed before that resumes them
 and nothing is lost. A crash's replay is cheap and stays where it is.
 
@@ -40,6 +43,16 @@ from typing import Callable, Iterable
 # A worker that dies this many times on one unit outside any case is given
 # up on: the unit fails, the sweep goes on.
 SETUP_RETRIES = 1
+
+# The share of its time a case may take on a GPU the workers share before it is
+# set aside (its replay alone at the end gets the whole time): 15 s of 60.
+ACCELERATOR_SHARE = 0.25
+
+
+def first_share(device: str) -> float:
+    """How much of its time a case may take before it is set aside: all of it on the CPU (a hang holds one core),
+    ``ACCELERATOR_SHARE`` on an accelerator the pool's workers share (a hang holds the device for all of them)."""
+    return 1.0 if device.split(":")[0] == "cpu" else ACCELERATOR_SHARE
 
 
 @dataclass
@@ -75,6 +88,7 @@ class Dispatcher:
     workers: int
     timeout: float
     slower: Callable[[str], float]  # a case id -> how many timeouts it may take
+    first: float = 1.0  # the share of its time a case may take before it is set aside, unless it is a replay (first_share)
     cb: Callbacks
     queue: list
     slots: list
@@ -175,7 +189,7 @@ class Dispatcher:
         """One event from the slot's worker; False when the worker's stream is done with (read no further)."""
         if kind == "begin":
             slot.in_flight, slot.since = payload, time.monotonic()
-            slot.limit = self.timeout * self.slower(payload)
+            slot.limit = self.timeout * self.slower(payload) * (1.0 if slot.replaying == payload else self.first)
         elif kind == "outcome":
             self.outcomes += 1
             slot.skip.add(slot.in_flight)

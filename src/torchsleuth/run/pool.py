@@ -130,8 +130,9 @@ def default_spares(workers: int) -> int:
 class Pool(Dispatcher):
     def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1, log: str | None = None,
                  slower: Callable[[str], float] = lambda case_id: 1.0, warm: Callable | None = None, spares: int | None = None,
-                 pins: list[dict] | None = None):
+                 pins: list[dict] | None = None, first: float = 1.0):
         self.work, self.describe, self.config, self.log, self.warm = work, describe, config, log, warm
+        self.first = first  # see run.dispatch.first_share
         self.workers, self.timeout, self.threads = max(1, workers), timeout, threads
         self.slower = slower  # a case id -> how many timeouts it may take (a compile takes longer than a call)
         self.spares = default_spares(self.workers) if spares is None else spares
