@@ -17,12 +17,13 @@ hanging kernel holds the device while every other worker's kernels wait their
 turn (bench/cuda-sweep.md). So a case that hangs is set aside: its unit goes on
 in a fresh worker without it, and the set-aside cases are replayed, each alone
 in a fresh worker, once no unit is left to hand out, side by side, the whole
-tail costing one timeout. Where workers share a GPU (``first`` below one) a
-case is set aside once it has run for that share of its time: a hanging
-kernel would hold the device that long, and the replay at the end, given the
-whole time, still tells a hang from a slow case. Their units are told done (``on_unit_done``) only when
-their last set-aside case is settled, so a run killed before that resumes them
-and nothing is lost. A crash's replay is cheap and stays where it is.
+tail costing one timeout. Their units are told done (``on_unit_done``) only
+when their last set-aside case is settled, so a run killed before that
+resumes them and nothing is lost. A crash's replay is cheap and stays where
+it is. Where workers share a GPU (``first`` below one) a case is set aside
+once it has run for that share of its time: a hanging kernel would hold the
+device that long, and the replay at the end, given the whole time, still
+tells a hang from a slow case.
 
 ``Dispatcher.run`` is the loop both share: start the slots, hand out units,
 wait for whichever worker speaks, check the clocks of the others. A pool
