@@ -148,8 +148,8 @@ def test_on_a_shared_gpu_a_case_is_set_aside_after_a_share_of_its_time_and_its_r
         assert seen["collateral"] == [] and seen["outcomes"] == ["a", "slow", "b"] and len(slow_runs) == 1
 
 
-def test_the_share_is_all_of_the_time_on_the_cpu_and_a_quarter_on_an_accelerator():
-    assert first_share("cpu") == 1.0 and first_share("cuda") == first_share("cuda:1") == first_share("mps") == 0.25
+def test_the_share_is_all_of_the_time_on_the_cpu_and_half_on_an_accelerator():
+    assert first_share("cpu") == 1.0 and first_share("cuda") == first_share("cuda:1") == first_share("mps") == 0.5
 
 
 def test_workers_are_spread_over_the_gpus_and_a_replacement_keeps_its_gpu(tmp_path, monkeypatch):
