@@ -64,3 +64,20 @@ def test_units_of_unknown_or_equal_cost_keep_their_order():
     units = [Unit(op=op, dtype="float32", device="cuda") for op in ("a", "b", "c", "d", "e")]
     order = costs.longest_first(units, {"d|float32": 50.0, "b|float32": 7.0, "e|float32": 0.1})
     assert [u.op for u in order] == ["d", "b", "a", "c", "e"]
+
+
+def test_costs_are_read_from_the_latest_runs_only():
+    # a store that kept every sweep: only the latest few runs on the device's kind are read (each takes a while)
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, command TEXT, device TEXT, config TEXT)")
+    db.execute("CREATE TABLE outcomes (run INTEGER, unit TEXT, seconds REAL)")
+    db.execute("CREATE TABLE findings (run INTEGER, case_id TEXT, kind TEXT)")
+    for run in range(1, costs.LATEST_RUNS + 2):
+        db.execute("INSERT INTO runs VALUES (?, 'ops', 'cpu', '{}')", (run,))
+        db.execute("INSERT INTO outcomes VALUES (?, 'abs|float32|cpu', ?)", (run, float(run)))
+    db.execute("INSERT INTO runs VALUES (99, 'ops', 'cuda', '{}')")  # another kind of device: not read for the CPU
+    db.execute("INSERT INTO outcomes VALUES (99, 'sum|float32|cuda:0', 5.0)")
+    db.execute("INSERT INTO outcomes VALUES (1, 'neg|float32|cpu', 9.0)")  # only in the oldest run, past the latest few
+    found, hung = costs.of_store(db, "cpu")
+    assert found == {"abs|float32": float(costs.LATEST_RUNS + 1)} and not hung
+    assert costs.of_store(db, "cuda:0")[0] == {"sum|float32": 5.0}

@@ -33,12 +33,14 @@ from typing import Iterable
 
 from ..cases.records import Case, Unit
 
-# a hang is the case and its replay alone, each stopped at the timeout
+# a hang is the case and its replay alone, each stopped at the timeout (on a shared GPU the first at half of it)
 HANG_TIMEOUTS = 2
 # a crash is two worker starts (the crash and its replay alone); 10-15 s each beside a GPU
 CRASH_SECONDS = 30.0
 # what a unit with no known cost is taken to cost (a typical unit: about a second)
 TYPICAL_SECONDS = 1.0
+# how many of the latest runs on the device's kind are read (each whole-catalog run takes about 0.3 s to read)
+LATEST_RUNS = 3
 
 
 def device_kind(device: str) -> str:
@@ -51,12 +53,12 @@ def unit_name(unit_key: str) -> str:
 
 
 def of_store(db, device: str) -> tuple[dict[str, float], set[str]]:
-    """From the ``ops`` runs in the store ``db`` (an sqlite3 connection) on this kind of device: ``op|dtype`` ->
-    seconds (the latest run that has a unit gives its cost), and the units that hung in any of them."""
+    """From the latest ``LATEST_RUNS`` ``ops`` runs in the store ``db`` (an sqlite3 connection) on this kind of device:
+    ``op|dtype`` -> seconds (the latest run that has a unit gives its cost), and the units that hung in any of them."""
     kind = device_kind(device)
     runs = [(run_id, json.loads(config or "{}").get("timeout", 60.0))
             for run_id, run_device, config in db.execute("SELECT id, device, config FROM runs WHERE command = 'ops' ORDER BY id")
-            if device_kind(run_device or "cpu") == kind]
+            if device_kind(run_device or "cpu") == kind][-LATEST_RUNS:]
     costs: dict[str, float] = {}
     hung: set[str] = set()
     for run_id, timeout in runs:  # later runs overwrite earlier ones
