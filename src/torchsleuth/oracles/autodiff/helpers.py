@@ -213,8 +213,8 @@ def finite_differences(evaluate, shifts):
     points += [(t, w) for w in shifts for t in (small, -small)]
     evaluated = [[y.detach().to(torch.complex128 if y.is_complex() else torch.float64) for y in evaluate(t, w)] for t, w in points]
     values = [[y.to("cpu", non_blocking=y.is_cuda) for y in ys] for ys in evaluated]  # queued, then waited for once
-    if any(y.is_cuda for ys in evaluated for y in ys):
-        torch.cuda.synchronize()
+    for device in {y.device for ys in evaluated for y in ys if y.is_cuda}:
+        torch.cuda.synchronize(device)
     found = []
     for f0, p1, m1, p2, m2, *shifted in zip(*values):
         c1, c2 = (p1 - m1) / (2 * large), (p2 - m2) / (2 * small)
