@@ -102,20 +102,20 @@ def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     found = list(tensors)
     off = [i for i, t in enumerate(tensors) if t.device.type == "cuda" and t.layout == torch.strided]
     groups: dict[tuple, list[int]] = {}
-    for i in off if len(off) > MANY else ():
-        groups.setdefault((tensors[i].device, tensors[i].dtype), []).append(i)
+    for i in off:  # one group per tensor, or per device and dtype when there are many
+        groups.setdefault((tensors[i].device, tensors[i].dtype) if len(off) > MANY else i, []).append(i)
     gathered_from = []
     for indices in groups.values():
-        try:
-            gathered_from.append((indices, gathered([tensors[i] for i in indices], "cpu", non_blocking=True)))
-        except RuntimeError:  # a dtype the device cannot concatenate: copied one by one
-            continue
-    done = {i for indices, _ in gathered_from for i in indices}
-    for i in off:
-        if i not in done:
+        if len(indices) > 1:
+            try:
+                gathered_from.append((indices, gathered([tensors[i] for i in indices], "cpu", non_blocking=True)))
+                continue
+            except RuntimeError:  # a dtype the device cannot concatenate: copied one by one
+                pass
+        for i in indices:
             found[i] = tensors[i].to("cpu", non_blocking=True)
-    for i, t in enumerate(tensors):
-        if t.device.type not in ("cpu", "cuda") or (t.device.type == "cuda" and t.layout != torch.strided):
+    for i, t in enumerate(tensors):  # neither on the CPU nor copied above: a blocking copy
+        if t.device.type != "cpu" and not (t.device.type == "cuda" and t.layout == torch.strided):
             found[i] = t.to("cpu")
     for device in {tensors[i].device for i in off}:
         torch.cuda.synchronize(device)

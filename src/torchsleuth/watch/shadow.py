@@ -123,9 +123,8 @@ class ShadowMode(TorchDispatchMode):
             return False
         if not _judgeable(func):
             return False
-        count = [0]
-        key = (func, _key(args, count), _key(kwargs, count))  # ``signature``, counting elements on the way
-        if not 0 < count[0] <= MAX_ELEMENTS:
+        key, elements = _signed(func, args, kwargs)
+        if not 0 < elements <= MAX_ELEMENTS:
             return False
         if self.repeats:
             return True
@@ -173,7 +172,13 @@ def _judgeable(func) -> bool:
 
 def signature(func, args, kwargs) -> tuple:
     """What decides which kernel path a call takes, short of its values (see the design note)."""
-    return (func, _key(args, [0]), _key(kwargs, [0]))
+    return _signed(func, args, kwargs)[0]
+
+
+def _signed(func, args, kwargs) -> tuple[tuple, int]:
+    """The call's ``signature`` and its tensors' elements, from one walk of the arguments."""
+    count = [0]
+    return (func, _key(args, count), _key(kwargs, count)), count[0]
 
 
 def _key(value, count: list):
