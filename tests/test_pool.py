@@ -2,7 +2,7 @@
 
 The work here is no sweep: a unit is a name and a list of case names; a case named ``pause`` sleeps, ``die`` kills its
 worker (its replay alone too, so the pool reports it), ``slow`` takes 1.2 s, ``hang`` never returns, and ``hang_after`` hangs only in a
-process that has run a case before it (collateral: alone, it passes). Every process writes what it did to a log
+process that has run a case before it (collateral: alone, it passes), ``late`` passes after 0.3 s. Every process writes what it did to a log
 (``O_APPEND``, one line a write), so the test reads which process ran what, and when.
 """
 
@@ -48,6 +48,9 @@ def _work(unit, config, skip, only):
             time.sleep(1.5)  # longer than a spare's warm-up
         if case == "slow":
             time.sleep(1.2)  # more than a quarter of a 2 s timeout, less than the whole
+        if case == "late":
+            time.sleep(0.3)  # a worker ended as the case begins never gets this far
+            _log(config, "ran late")
         yield "outcome", case
 
 
@@ -181,3 +184,22 @@ def test_a_pin_is_an_index_among_the_gpus_this_process_sees(monkeypatch):
     assert devices.every_gpu("cpu") == () and devices.every_gpu("cuda:1") == ()
     with pytest.raises(UsageError, match="comma-separated"):
         devices.spread("cpu")
+
+
+@pytest.mark.parametrize("kin", [True, False])
+def test_a_case_setting_the_values_of_a_hang_set_aside_is_set_aside_unrun(tmp_path, kin):
+    # "late" sets the same values as "hang" (its kin): once the hang is set aside, "late" is set aside as it begins,
+    # its worker ended before it ran, and it passes in its replay alone at the end. Without kin it passes in place.
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=1.0, spares=1,
+                kin=(lambda case: "v" if case in ("hang", "late") else None) if kin else None)
+    seen = _run(pool, [("first", ["a", "hang", "b", "late", "c"])])
+    assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")]
+    assert sorted(seen["outcomes"]) == ["a", "b", "c", "late"] and seen["done"] == [("first", "done")]
+    ran = [pid for _, pid, what in _lines(log) if what == "ran late"]
+    assert len(ran) == 1  # it ran once: in place, or in its replay
+    if kin:
+        assert seen["collateral"] == ["late"] and seen["outcomes"] == ["a", "b", "c", "late"]
+        assert [what for _, pid, what in _lines(log) if pid == ran[0] and what.startswith("case")] == ["case late"]  # alone
+    else:
+        assert seen["collateral"] == [] and seen["outcomes"] == ["a", "b", "late", "c"]

@@ -47,8 +47,9 @@ from .judge.records import Finding, Outcome
 from .report import groups as grouping, outputs, repro
 from .report.groups import Group
 from .run.imports import load_imports
+from .run import edits
 from .run.dispatch import Callbacks, first_share
-from .run.pool import Pool
+from .run.pool import Pool, default_start
 from .run.ray_pool import RayPool
 from .shrink import stage
 from .shrink.records import Shrunk
@@ -331,7 +332,8 @@ def _pool(config: SweepConfig, db: str | Path, oracles: Registry) -> Pool | RayP
                                                                     log=worker_log(db), slower=oracles.slower)
     if config.executor == "ray":  # a Ray task is a process Ray keeps; it is not replaced as a local worker is
         return RayPool(work, _describe, config, address=config.ray_address, **options)
-    return Pool(work, _describe, config, warm=warm, pins=[devices.pinned(i) for i in config.gpus], first=first_share(config.device), **options)
+    return Pool(work, _describe, config, warm=warm, pins=[devices.pinned(i) for i in config.gpus], first=first_share(config.device),
+                start=default_start(config.device), preload=(__name__,), kin=edits.kin, **options)
 
 
 def worker_log(db: str | Path) -> str:

@@ -23,7 +23,11 @@ resumes them and nothing is lost. A crash's replay is cheap and stays where
 it is. Where workers share a GPU (``first`` below one) a case is set aside
 once it has run for that share of its time: a hanging kernel would hold the
 device that long, and the replay at the end, given the whole time, still
-tells a hang from a slow case.
+tells a hang from a slow case. A case that sets the same values as a hang of
+its unit set aside (its ``kin``, run.edits.kin: the same searched values in
+another sample or layout) is set aside too as soon as it begins, its worker
+ended before its kernel holds the device: it would most likely hang as well,
+and its replay at the end tells.
 
 ``Dispatcher.run`` is the loop both share: start the slots, hand out units,
 wait for whichever worker speaks, check the clocks of the others. A pool
@@ -92,6 +96,7 @@ class Dispatcher:
     timeout: float
     slower: Callable[[str], float]  # a case id -> how many timeouts it may take
     first: float = 1.0  # the share of its time a case may take before it is set aside, unless it is a replay (first_share)
+    kin: Callable[[str], str | None] | None = None  # a case id -> what it shares with the cases that hang with it
     cb: Callbacks
     queue: list
     slots: list
@@ -108,6 +113,7 @@ class Dispatcher:
         self.later: list[tuple[object, str, str]] = []  # (unit, case id, how) of the hangs set aside
         self.unsettled: dict[int, int] = {}  # id(unit) -> its hangs set aside and not yet settled
         self.ended: dict[int, tuple[object, str, str]] = {}  # id(unit) -> (unit, state, detail): done, waiting for those
+        self.hung: dict[int, set[str]] = {}  # id(unit) -> the kin of its hangs set aside
         try:
             while len(self.slots) < min(self.workers, len(self.queue)):
                 self.slots.append(self._start())
@@ -193,6 +199,11 @@ class Dispatcher:
         if kind == "begin":
             slot.in_flight, slot.since = payload, time.monotonic()
             slot.limit = self.timeout * self.slower(payload) * (1.0 if slot.replaying == payload else self.first)
+            hung = self.hung.get(id(slot.unit))  # only where a kin function found one
+            if hung and slot.replaying != payload and self.kin(payload) in hung:
+                self._kill(slot)  # before its kernel holds the device
+                self._case_failed(slot, "hang", "set aside unrun: a case setting the same values hung")
+                return False
         elif kind == "outcome":
             self.outcomes += 1
             slot.skip.add(slot.in_flight)
@@ -262,6 +273,8 @@ class Dispatcher:
         if kind == "hang" and slot.replaying != case_id:  # set aside: replayed when no unit is left
             self.later.append((slot.unit, case_id, how))
             self.unsettled[id(slot.unit)] = self.unsettled.get(id(slot.unit), 0) + 1
+            if self.kin and self.kin(case_id) is not None:
+                self.hung.setdefault(id(slot.unit), set()).add(self.kin(case_id))
             slot.skip.add(case_id)
             self._send_run(slot)
             for idle in self.slots:  # a worker with no unit left to take replays it now

@@ -26,6 +26,13 @@ short string:
   False/True for bool).
 
 Edits apply in order to the sample made on the CPU, before any layout.
+
+The edits other than the three of sizes set values (``values:`` and the
+searches' verbs: special values, an argument's or a scalar's value, an
+internal call). Cases of one unit that set the same values in another sample
+or layout are kin (``kin``): where one hangs (a degree of 2^52 + 1 makes a
+polynomial's recurrence run for months), its kin are set aside with it
+unrun (run.dispatch).
 """
 
 from __future__ import annotations
@@ -39,8 +46,11 @@ from . import tree
 from .samples import samples_of
 from .search import verbs as search_verbs
 from ..cases.opinfo import Sample
+from ..cases.records import Case
 
 VALUES = ("zeros", "ones", "small")
+# The edits that change sizes only; every other verb sets values.
+SIZE_VERBS = frozenset({"size", "dim", "grow"})
 
 
 def size(old: int, new: int) -> str:
@@ -57,6 +67,17 @@ def grow(old: int, new: int) -> str:
 
 def values(path: str, kind: str) -> str:
     return f"values:{path}={kind}"
+
+
+def kin(case_id: str) -> str | None:
+    """What a case shares with the cases likely to hang where it hangs: the values its edits set, whatever the sample,
+    the sizes, the layouts and the variant; None for a case whose edits set none."""
+    try:
+        edits = Case.parse(case_id).edits
+    except (ValueError, IndexError):  # not a sweep's case id (the shard command's, a test's)
+        return None
+    set_values = [edit for edit in edits if edit.split(":", 1)[0] not in SIZE_VERBS]
+    return ";".join(set_values) or None
 
 
 def apply(sample: Sample, edits: tuple[str, ...], *, op: str = "") -> Sample:

@@ -3,7 +3,8 @@
 Design note. A kernel bug can kill the process (segfault, abort), never
 return, or leave an accelerator unusable (a CUDA device-side assert or
 misaligned address poisons the process's context). Cases therefore run in
-worker processes (``spawn``: a fresh interpreter, no forked thread pools). A
+worker processes (forked from a clean fork server, or spawned: never forked
+from a process with thread pools or a device context; see below). A
 worker takes one unit at a time and streams events back over a pipe:
 ``("begin", case_id)`` before each case, ``("outcome", outcome)`` after it,
 ``("note", "KIND DETAIL")`` for what a unit says that is no outcome (the search's
@@ -27,7 +28,15 @@ A worker's start costs seconds (3 s on a CPU, 10-15 s beside a GPU: importing
 torch, loading OpInfo's catalog, making the device's context; bench/sweep-profile.md),
 and every death and every replay alone asks for a fresh one: on a GPU, where
 device-side asserts end workers by the hundred, that waiting was a quarter of a
-whole-catalog sweep (bench/cuda-sweep.md). So once a pool has replaced a worker, it
+whole-catalog sweep (bench/cuda-sweep.md). Two things cut it. For a CPU sweep
+on Linux (``default_start``), workers are forked from a fork server that has
+imported torch, torchsleuth and the modules in ``preload`` and, where no GPU is
+present, loaded the catalog once (run.preload): a replacement is ready in
+0.01 s instead of 2.4 (bench/worker-start.md). The pool asks the server first
+whether it is safe to fork from (no CUDA initialized, no thread of its own),
+and spawns if it is not; a forked worker takes the parent's environment as it
+is when the worker starts, as a spawned one does. Beside an accelerator the
+workers are spawned until forked ones are measured there. And once a pool has replaced a worker, it
 keeps ``spares`` more started and warmed (``warm(config)`` run before the worker
 waits for work: the catalog loaded, the device's context made), and a replacement
 takes a spare that is ready; the pool starts another in its place. A pool whose
@@ -52,11 +61,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Callable
 
+from ..errors import UsageError
 from .dispatch import Dispatcher, Slot
 
 
@@ -65,7 +76,10 @@ class DeviceLost(Exception):
 
 
 def _worker_main(conn: Connection, work: Callable, describe: Callable, config, threads: int, log: str | None,
-                 warm: Callable | None = None) -> None:
+                 warm: Callable | None = None, environ: dict | None = None) -> None:
+    if environ is not None:  # forked from the server: the parent's environment now, not the server's
+        os.environ.clear()
+        os.environ.update(environ)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     if log is not None:
         # what kernels print (device-side asserts, allocator aborts, C++ traces) goes to
@@ -122,6 +136,58 @@ class _Slot(Slot):
     pin: dict | None = None  # the environment that pins its worker to a GPU
 
 
+# How long the pool waits for the fork server's first answer (it imports torch and loads the catalog first).
+PRELOAD_SECONDS = 180.0
+
+_fork_safe: bool | None = None  # the fork server's answer, asked once per process (there is one server)
+
+
+def _fork_safe_child(conn: Connection) -> None:
+    from . import preload  # loaded in the server already
+
+    preload.fork_safe(conn)
+
+
+def start_context(start: str, preload: tuple[str, ...] = ()):
+    """The multiprocessing context workers start from: ``forkserver`` (preloading ``preload``, then run.preload) where
+    asked for, the platform has it and its server proved safe to fork from; ``spawn`` otherwise. There is one fork
+    server per process: the first pool's ``preload`` is the one it loads, and its answer holds for every pool."""
+    global _fork_safe
+    if start == "forkserver" and sys.platform == "linux":
+        context = multiprocessing.get_context("forkserver")
+        if _fork_safe is None:
+            context.set_forkserver_preload([*preload, f"{__package__}.preload"])  # preload last: it judges the others
+            try:
+                parent, child = context.Pipe(duplex=False)
+                probe = context.Process(target=_fork_safe_child, args=(child,), daemon=True)
+                probe.start()
+                child.close()
+                _fork_safe = bool(parent.poll(PRELOAD_SECONDS) and parent.recv())
+                probe.join(timeout=5)
+            except (OSError, EOFError):  # the server failed to start
+                _fork_safe = False
+        if _fork_safe:
+            return context
+    return multiprocessing.get_context("spawn")
+
+
+# Overrides how workers start (``forkserver`` or ``spawn``), whatever the device.
+START = "TORCHSLEUTH_WORKER_START"
+STARTS = ("forkserver", "spawn")
+
+
+def default_start(device: str = "cpu") -> str:
+    """How workers start: ``$TORCHSLEUTH_WORKER_START`` where set; otherwise ``forkserver`` on Linux for a CPU sweep
+    (see the design note), ``spawn`` elsewhere (macOS's frameworks do not survive a fork) and, until forked workers
+    are measured beside one, for an accelerator (bench/worker-start.md)."""
+    chosen = os.environ.get(START, "").strip()
+    if chosen and chosen not in STARTS:
+        raise UsageError(f"{START}={chosen!r} is not a start method; allowed: {', '.join(STARTS)}")
+    if chosen:
+        return chosen
+    return "forkserver" if sys.platform == "linux" and device.split(":")[0] == "cpu" else "spawn"
+
+
 def default_spares(workers: int) -> int:
     """Warm spares a pool keeps once it has replaced a worker: one for every four workers, at least one."""
     return max(1, workers // 4)
@@ -130,13 +196,15 @@ def default_spares(workers: int) -> int:
 class Pool(Dispatcher):
     def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1, log: str | None = None,
                  slower: Callable[[str], float] = lambda case_id: 1.0, warm: Callable | None = None, spares: int | None = None,
-                 pins: list[dict] | None = None, first: float = 1.0):
+                 pins: list[dict] | None = None, first: float = 1.0, start: str | None = None, preload: tuple[str, ...] = (),
+                 kin: Callable[[str], str | None] | None = None):
         self.work, self.describe, self.config, self.log, self.warm = work, describe, config, log, warm
-        self.first = first  # see run.dispatch.first_share
+        self.first, self.kin = first, kin  # see run.dispatch's design note
         self.workers, self.timeout, self.threads = max(1, workers), timeout, threads
         self.slower = slower  # a case id -> how many timeouts it may take (a compile takes longer than a call)
         self.spares = default_spares(self.workers) if spares is None else spares
-        self.context = multiprocessing.get_context("spawn")
+        self.start, self.preload = start or default_start(), tuple(preload)
+        self.context = None  # chosen at the first worker's start (start_context)
         self.slots: list[_Slot] = []
         self.spare: list[_Slot] = []  # started workers waiting for a slot (none until the first replacement)
         self.started = 0  # worker processes started, spares included
@@ -151,9 +219,13 @@ class Pool(Dispatcher):
     def _start(self, pin: dict | None = None) -> _Slot:
         if pin is None and self.pins:  # the next GPU in turn
             pin = self.pins[self.started % len(self.pins)]
+        if self.context is None:
+            self.context = start_context(self.start, self.preload)
+        forked = self.context.get_start_method() == "forkserver"
         parent, child = self.context.Pipe()
-        process = self.context.Process(target=_worker_main, args=(child, self.work, self.describe, self.config, self.threads, self.log, self.warm),
-                                       daemon=True)
+        environ = {**os.environ, **(pin or {})} if forked else None  # a spawned interpreter starts with os.environ
+        process = self.context.Process(target=_worker_main, args=(child, self.work, self.describe, self.config, self.threads, self.log, self.warm,
+                                                                  environ), daemon=True)
         saved = {name: os.environ.get(name) for name in pin or {}}
         os.environ.update(pin or {})  # what the spawned interpreter starts with
         try:

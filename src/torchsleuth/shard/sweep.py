@@ -50,7 +50,7 @@ from ..cases.records import Case
 from ..judge.records import Outcome
 from ..report import outputs
 from ..run.imports import load_imports
-from ..run.pool import Pool
+from ..run.pool import Pool, default_start
 from ..store.sqlite import Store
 from ..sweep import Frame, Progress, SweepResult, pool_callbacks, run_frame, worker_log
 from . import cases as shard_cases, gloo, judge, repro, run as running, shrink as shrinking, support
@@ -169,7 +169,7 @@ def _matrix(config: ShardConfig, frame: Frame, todo: list) -> None:
             frame.unit_done(unit)
         return
     pool = Pool(unit_events, _no_description, config, workers=config.workers, timeout=config.timeout, threads=config.threads,
-                log=worker_log(frame.store.path))
+                log=worker_log(frame.store.path), start=default_start(config.device))
     pool.run(todo, callbacks=pool_callbacks(frame))
 
 

@@ -1,0 +1,95 @@
+"""Workers forked from the pool's fork server (run.pool.start_context, run.preload): warm from their first moment,
+with the parent's environment as it is when each starts, and spawned instead when the server is unsafe to fork from."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from torchsleuth.run.dispatch import Callbacks
+from torchsleuth.errors import UsageError
+from torchsleuth.run.pool import START, Pool, default_start
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the pool forks from a server on Linux only")
+
+
+def _report(unit, config, skip, only):
+    """One case whose outcome says what the worker found when it began: its environment, its parent, the catalog."""
+    from torchsleuth.cases import opinfo
+
+    yield "begin", unit
+    yield "outcome", {"probe": os.environ.get("TORCHSLEUTH_TEST_PROBE"), "parent": os.getppid(),
+                      "catalog": opinfo.catalog.cache_info().currsize}
+
+
+def _outcomes(pool: Pool, units: list) -> list:
+    seen = []
+    pool.run(units, Callbacks(skip_for=lambda unit: set(), on_outcome=lambda unit, outcome: seen.append(outcome),
+                              on_failed=lambda *a: seen.append(("failed", a)), on_collateral=lambda *a: None,
+                              on_unit_done=lambda *a: None))
+    return seen
+
+
+def test_forked_workers_inherit_the_catalog_and_take_the_environment_as_it_is_when_they_start(monkeypatch):
+    monkeypatch.setenv("TORCHSLEUTH_TEST_PROBE", "one")
+    first = Pool(_report, None, None, workers=1, timeout=60, start="forkserver", preload=("torchsleuth.sweep",))
+    [seen] = _outcomes(first, ["a"])
+    assert first.context.get_start_method() == "forkserver"
+    assert seen["probe"] == "one" and seen["parent"] != os.getpid()  # forked by the server, not by this process
+    assert seen["catalog"] == 1  # loaded in the server (this machine has no GPU), not by the worker
+    monkeypatch.setenv("TORCHSLEUTH_TEST_PROBE", "two")  # after the server started: a new worker sees it all the same
+    second = Pool(_report, None, None, workers=1, timeout=60, start="forkserver")
+    [seen] = _outcomes(second, ["b"])
+    assert seen["probe"] == "two"
+
+
+def test_a_spawned_pool_starts_each_worker_from_this_process():
+    pool = Pool(_report, None, None, workers=1, timeout=60, start="spawn")
+    [seen] = _outcomes(pool, ["a"])
+    assert pool.context.get_start_method() == "spawn" and seen["parent"] == os.getpid() and seen["catalog"] == 0
+
+
+UNSAFE = """
+import threading, time
+threading.Thread(target=time.sleep, args=(600,), daemon=True).start()  # a thread in the server: forking is unsafe
+"""
+
+DRIVER = """
+import os
+from torchsleuth.run.dispatch import Callbacks
+from torchsleuth.errors import UsageError
+from torchsleuth.run.pool import START, Pool, default_start
+from work import report
+if __name__ == "__main__":  # a spawned worker imports this file again
+    seen = []
+    pool = Pool(report, None, None, workers=1, timeout=60, start="forkserver", preload=("unsafe",))
+    pool.run(["u"], Callbacks(skip_for=lambda u: set(), on_outcome=lambda u, o: seen.append(o), on_failed=lambda *a: None,
+                              on_collateral=lambda *a: None, on_unit_done=lambda *a: None))
+    print(pool.context.get_start_method(), seen[0] == os.getpid())
+"""
+
+
+def test_a_server_with_a_thread_is_not_forked_from_the_pool_spawns(tmp_path):
+    (tmp_path / "unsafe.py").write_text(UNSAFE)
+    (tmp_path / "work.py").write_text("import os\n\ndef report(unit, config, skip, only):\n    yield 'begin', unit\n"
+                                      "    yield 'outcome', os.getppid()\n")
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)  # where the server finds them
+    done = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["spawn", "True"]  # spawned by the driver itself, and the unit ran
+
+
+def test_workers_fork_for_a_cpu_sweep_and_spawn_beside_an_accelerator_unless_told(monkeypatch):
+    monkeypatch.delenv(START, raising=False)
+    assert default_start("cpu") == "forkserver" and default_start("cuda:1") == "spawn"
+    monkeypatch.setenv(START, "forkserver")
+    assert default_start("cuda") == "forkserver"
+    monkeypatch.setenv(START, "fork")
+    with pytest.raises(UsageError, match="TORCHSLEUTH_WORKER_START='fork' is not a start method; allowed: forkserver, spawn"):
+        default_start("cpu")
