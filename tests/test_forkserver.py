@@ -93,3 +93,19 @@ def test_workers_fork_for_a_cpu_sweep_and_spawn_beside_an_accelerator_unless_tol
     monkeypatch.setenv(START, "fork")
     with pytest.raises(UsageError, match="TORCHSLEUTH_WORKER_START='fork' is not a start method; allowed: forkserver, spawn"):
         default_start("cpu")
+
+
+def _hash(unit, config, skip, only):
+    yield "begin", unit
+    yield "outcome", hash("xy")  # OpInfo's meshgrid samples iterate over {'xy', 'ij'}: their order follows this
+
+
+@pytest.mark.parametrize("start", ["spawn", "forkserver"])
+def test_every_worker_hashes_strings_alike_so_a_sample_index_names_one_sample(start, monkeypatch):
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    pool = Pool(_hash, None, None, workers=2, timeout=60, start=start)
+    seen = _outcomes(pool, ["a", "b", "c", "d"])
+    pinned = subprocess.run([sys.executable, "-c", "print(hash('xy'))"], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONHASHSEED": "0"}).stdout.strip()
+    assert seen == [int(pinned)] * 4
+    assert os.environ.get("PYTHONHASHSEED") is None  # this process's environment is left as it was

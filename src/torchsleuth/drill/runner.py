@@ -1,7 +1,7 @@
 """``drill``: plant each bug class in a sweep worker, sweep it, say whether it was caught.
 
 Design note. Each class gets a sweep of its own, ``workers=1``, with its plant
-in ``SweepConfig.imports``: the plant is imported only by that sweep's spawned
+in ``SweepConfig.imports``: the plant is imported only by that sweep's
 worker (and by the fresh ones that replace it after a crash or hang), never
 by this process, which only plans the sweep and stores what it finds. A
 ``workers=0`` sweep would load the plant here, so it is refused.

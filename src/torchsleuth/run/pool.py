@@ -42,6 +42,13 @@ waits for work: the catalog loaded, the device's context made), and a replacemen
 takes a spare that is ready; the pool starts another in its place. A pool whose
 workers never die never starts one.
 
+Every worker hashes strings alike (``hash_seed``: the parent's
+``PYTHONHASHSEED``, or 0). Python seeds its string hash per process, and
+OpInfo's sample functions iterate over sets of strings (``meshgrid``'s
+``{'xy', 'ij'}``), so a case's sample index named one sample in one worker
+and another in the next: a replay, a resumed unit or a shrink ran other
+values than the case that failed.
+
 With ``pins`` (one environment per GPU, devices.pinned) the workers are spread
 over several GPUs: each process starts with the next pin's environment in turn,
 and a replacement, a spare it takes included, has the pin of the worker it
@@ -136,6 +143,29 @@ class _Slot(Slot):
     pin: dict | None = None  # the environment that pins its worker to a GPU
 
 
+def hash_seed() -> dict[str, str]:
+    """The environment that makes a worker hash strings as every other worker does (see the design note)."""
+    return {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED") or "0"}
+
+
+class _environ:
+    """``os.environ`` with ``changes`` while the block runs: what a process started in it (a spawned worker, the fork
+    server) starts with; as it was afterwards."""
+
+    def __init__(self, changes: dict[str, str]):
+        self.changes, self.saved = changes, {name: os.environ.get(name) for name in changes}
+
+    def __enter__(self):
+        os.environ.update(self.changes)
+
+    def __exit__(self, *exc):
+        for name, value in self.saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 # How long the pool waits for the fork server's first answer (it imports torch and loads the catalog first).
 PRELOAD_SECONDS = 180.0
 
@@ -160,7 +190,8 @@ def start_context(start: str, preload: tuple[str, ...] = ()):
             try:
                 parent, child = context.Pipe(duplex=False)
                 probe = context.Process(target=_fork_safe_child, args=(child,), daemon=True)
-                probe.start()
+                with _environ(hash_seed()):  # the server starts now, and its workers hash as it does
+                    probe.start()
                 child.close()
                 _fork_safe = bool(parent.poll(PRELOAD_SECONDS) and parent.recv())
                 probe.join(timeout=5)
@@ -223,19 +254,12 @@ class Pool(Dispatcher):
             self.context = start_context(self.start, self.preload)
         forked = self.context.get_start_method() == "forkserver"
         parent, child = self.context.Pipe()
-        environ = {**os.environ, **(pin or {})} if forked else None  # a spawned interpreter starts with os.environ
+        changes = {**hash_seed(), **(pin or {})}
+        environ = {**os.environ, **changes} if forked else None  # a spawned interpreter starts with os.environ
         process = self.context.Process(target=_worker_main, args=(child, self.work, self.describe, self.config, self.threads, self.log, self.warm,
                                                                   environ), daemon=True)
-        saved = {name: os.environ.get(name) for name in pin or {}}
-        os.environ.update(pin or {})  # what the spawned interpreter starts with
-        try:
+        with _environ(changes):
             process.start()
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
         child.close()
         self.started += 1
         return _Slot(process=process, conn=parent, pin=pin)

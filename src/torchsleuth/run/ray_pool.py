@@ -40,7 +40,7 @@ from typing import Callable
 
 from ..errors import UsageError
 from .dispatch import Dispatcher, Slot
-from .pool import unit_events
+from .pool import hash_seed, unit_events
 
 # Seconds to wait for a --ray-address to accept a connection before saying it does not answer.
 CONNECT_SECONDS = 5.0
@@ -81,7 +81,8 @@ def connect(address: str | None) -> Cluster:
         _check_address(address)
     if not ray.is_initialized():
         try:
-            ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+            ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+                     runtime_env={"env_vars": hash_seed()})  # its workers hash strings as the local pool's do
         except (ConnectionError, RuntimeError, ValueError) as e:
             if address == "auto":
                 why = "this machine has joined no Ray cluster; start one with `ray start --head` (others join it with `ray start --address=HEAD:6379`)"
