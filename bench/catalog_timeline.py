@@ -8,7 +8,7 @@ default selection, or --ops) and writes, as it goes (a run killed by a time limi
 * ``DIR/timeline.jsonl``: one JSON object per line, ``t`` in seconds since the sweep began: ``{"start": N}`` (the
   units planned), ``{"begun": UNIT}`` (handed to a worker), ``{"done": UNIT, "cases": N}``, ``{"worker": UNIT|null,
   "why": "first"|"replace"}`` (a worker process started: the first ones, then each replacement after a device lost,
-  a crash, a hang or a replay alone), and ``{"cases": N}`` every 10 s;
+  a crash, a hang or a replay alone), ``{"start_method": "forkserver"|"spawn"}`` once, and ``{"cases": N}`` every 10 s;
 * ``DIR/runs.db``: the store (each case's own seconds in ``outcomes.seconds``);
 * ``DIR/summary.json``: wall time, cases, cases/s, worker starts, the units that took longest (at the end).
 
@@ -52,7 +52,11 @@ def record(args) -> int:
 
     def start(pool, *args, **kwargs):
         log.write(worker=replacing[-1] if replacing else None, why="replace" if replacing else "first")
-        return original_start(pool, *args, **kwargs)
+        slot = original_start(pool, *args, **kwargs)
+        if not counts["started"]:  # how the workers start: forked, or spawned (run.pool.start_context)
+            log.write(start_method=pool.context.get_start_method())
+        counts["started"] += 1
+        return slot
 
     def replace(pool, slot):
         replacing.append(getattr(slot.unit, "key", None))
@@ -99,15 +103,16 @@ def record(args) -> int:
 def read(path: str) -> int:
     events = [json.loads(line) for line in open(os.path.join(path, "timeline.jsonl"))]
     begun = {e["begun"]: e["t"] for e in events if "begun" in e}
-    done = {e["done"]: e["t"] for e in events if "done" in e}
+    done = {e["done"]: e["t"] for e in events if "done" in e and "start" not in e}  # the start event counts those done before
     starts = [e for e in events if "worker" in e]
     db = sqlite3.connect(os.path.join(path, "runs.db"))
     own = dict(db.execute("SELECT unit, SUM(seconds) FROM outcomes GROUP BY unit"))
     cases = dict(db.execute("SELECT unit, COUNT(*) FROM outcomes GROUP BY unit"))
     end = max(e["t"] for e in events)
     walls = {u: done.get(u, end) - t for u, t in begun.items()}
+    method = next((e["start_method"] for e in events if "start_method" in e), "not logged")
     print(f"{len(done)} units done of {len(begun)} begun; {sum(cases.values()):,} cases; last event at {end:.1f} s; "
-          f"{len(starts)} worker starts ({sum(1 for s in starts if s['why'] == 'replace')} replacements)")
+          f"{len(starts)} worker starts ({sum(1 for s in starts if s['why'] == 'replace')} replacements, {method})")
     print(f"unit wall seconds in all {sum(walls.values()):,.0f}; case seconds in all {sum(own.values()):,.0f}")
     print("\nlongest units (wall s, case s, cases, replacements):")
     replaced = collections.Counter(s["worker"] for s in starts if s["why"] == "replace")

@@ -299,7 +299,8 @@ class Pool(Dispatcher):
     def where(self) -> str:
         """Where the cases ran, for the run's notes."""
         gpus = f" over GPUs {', '.join(p['CUDA_VISIBLE_DEVICES'] for p in self.pins)}" if self.pins else ""
-        return f"local pool, {self.workers} worker{'s' if self.workers != 1 else ''}{gpus}: {self.outcomes} cases on this machine"
+        started = {"forkserver": ", forked from a fork server", "spawn": ", spawned"}.get(self.context and self.context.get_start_method(), "")
+        return f"local pool, {self.workers} worker{'s' if self.workers != 1 else ''}{gpus}{started}: {self.outcomes} cases on this machine"
 
     # --- events -----------------------------------------------------------------------------
 
