@@ -111,3 +111,16 @@ def test_every_worker_hashes_strings_alike_so_a_sample_index_names_one_sample(st
                             env={**os.environ, "PYTHONHASHSEED": "0"}).stdout.strip()
     assert seen == [int(pinned)] * 4
     assert os.environ.get("PYTHONHASHSEED") is None  # this process's environment is left as it was
+
+
+def test_a_bad_start_method_is_one_line_and_exit_2_before_anything_is_stored(monkeypatch, capsys, tmp_path):
+    from torchsleuth.cli.main import main
+
+    monkeypatch.setenv(START, "fork")
+    for command in (["ops", "--ops", "abs"], ["shard", "--ops", "sum", "--workers", "2"]):
+        code = main([*command, "--out", str(tmp_path / command[0])])
+        captured = capsys.readouterr()
+        assert code == 2 and captured.out == "", (code, captured)
+        assert captured.err.strip() == (f"torchsleuth {command[0]}: error: TORCHSLEUTH_WORKER_START='fork' is not a start "
+                                        "method; allowed: forkserver, spawn")
+        assert not (tmp_path / command[0]).exists()  # no store, no run begun

@@ -237,6 +237,8 @@ def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = No
     findings file, ``junit`` JUnit XML; ``result.written`` says what went where.
     Rerun after a kill, the same call resumes the unfinished run.
     """
+    if config.workers and config.executor != "ray":
+        default_start(config.device)  # a bad $TORCHSLEUTH_WORKER_START is said before anything is stored
     scripts = functools.partial(repro.write_scripts, oracles=oracles, imports=config.imports)
     with run_frame(config, db=db, progress=progress, out=out, json=json, junit=junit, scripts=scripts) as frame:
         units = select.units(config.ops, config.dtypes, config.device, probe=config.probe_dtypes)

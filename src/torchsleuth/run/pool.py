@@ -32,7 +32,7 @@ whole-catalog sweep (bench/cuda-sweep.md). Two things cut it. For a CPU sweep
 on Linux (``default_start``), workers are forked from a fork server that has
 imported torch, torchsleuth and the modules in ``preload`` and, where no GPU is
 present, loaded the catalog once (run.preload): a replacement is ready in
-0.01 s instead of 2.4 (bench/worker-start.md). The pool asks the server first
+0.01 s instead of 2.2 (bench/worker-start.md). The pool asks the server first
 whether it is safe to fork from (no CUDA initialized, no thread of its own),
 and spawns if it is not; a forked worker takes the parent's environment as it
 is when the worker starts, as a spawned one does. Beside an accelerator the

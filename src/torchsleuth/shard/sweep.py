@@ -139,6 +139,8 @@ def sweep(config: ShardConfig, *, db: str | Path, progress: Progress | None = No
     findings file, ``junit`` JUnit XML. Rerun after a kill, the same call resumes.
     """
     real = on_ranks(config)
+    if config.workers:
+        default_start(config.device)  # a bad $TORCHSLEUTH_WORKER_START is said before anything is stored
     with run_frame(config, db=db, progress=progress, out=out, json=json, junit=junit, scripts=scripts(config)) as frame:
         units = shard_cases.units(config)
         finished = frame.store.finished_units(frame.run.id)
