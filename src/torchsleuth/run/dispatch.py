@@ -273,8 +273,9 @@ class Dispatcher:
         if kind == "hang" and slot.replaying != case_id:  # set aside: replayed when no unit is left
             self.later.append((slot.unit, case_id, how))
             self.unsettled[id(slot.unit)] = self.unsettled.get(id(slot.unit), 0) + 1
-            if self.kin and self.kin(case_id) is not None:
-                self.hung.setdefault(id(slot.unit), set()).add(self.kin(case_id))
+            kin = self.kin(case_id) if self.kin else None
+            if kin is not None:
+                self.hung.setdefault(id(slot.unit), set()).add(kin)
             slot.skip.add(case_id)
             self._send_run(slot)
             for idle in self.slots:  # a worker with no unit left to take replays it now
