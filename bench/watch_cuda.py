@@ -1,6 +1,6 @@
 """`torchsleuth watch` on a CUDA device: clean models stay clean, the seed story's plant is found, and what it costs.
 
-    PYTHONPATH=src python bench/watch_cuda.py [--device cuda] [--steps 30] [--long 300] [--overhead-only]
+    PYTHONPATH=src python bench/watch_cuda.py [--device cuda] [--steps 30] [--long 300] [--overhead-only] [--quick]
 
 Three parts, each printed as a section:
 
@@ -12,7 +12,9 @@ Three parts, each printed as a section:
    and addcdiv_ drop their writes on a non-contiguous self) and the
    autoencoder watched: what watch names;
 3. the overhead of watching a 4-layer MLP (512 wide, batch 256, Adam) on the
-   device, side by side in one process: median of 3 of 30 steps each.
+   device, side by side in one process: median of 3 of 30 steps each (``--quick``: without the slowest setting,
+   every call judged), and what the invariants add to a step in kernels and in ATen calls (``torch.profiler``'s
+   counts over 16 steps, watched and unwatched).
 """
 
 from __future__ import annotations
@@ -95,12 +97,12 @@ def planted(device: str) -> None:
         print(f"  {f.kind} {f.op} {f.layouts}: {f.summary} [{f.detail[:200]}]")
 
 
-def overhead(device: str, steps: int, long: int = 0) -> None:
+def overhead(device: str, steps: int, long: int = 0, quick: bool = False) -> None:
     """Each setting's time over ``steps`` steps (median of 3, interleaved); with ``long``, over ``long`` steps too,
     and the ratio of the steps between the two: what watching costs a step once the first calls are judged."""
     print(f"## overhead on {device}: MLP 4x512, batch 256, Adam, {steps} steps{f' and {long}' if long else ''}, median of 3")
 
-    def loop(n):
+    def loop(n, profiled=False):
         torch.manual_seed(0)
         layers = []
         for _ in range(4):
@@ -108,14 +110,39 @@ def overhead(device: str, steps: int, long: int = 0) -> None:
         model = torch.nn.Sequential(*layers, torch.nn.Linear(512, 10)).to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
         data, target = torch.randn(256, 512, device=device), torch.randint(0, 10, (256,), device=device)
-        for _ in range(n):
-            optimizer.zero_grad()
-            torch.nn.functional.cross_entropy(model(data), target).backward()
-            optimizer.step()
+        steps = range(n)
+        if profiled:  # the same loop, its last 16 steps profiled
+            for _ in range(n - 16):
+                step(model, optimizer, data, target)
+            steps = range(16)
+            profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
+            profiler.__enter__()
+        for _ in steps:
+            step(model, optimizer, data, target)
         torch.cuda.synchronize() if device.startswith("cuda") else None
+        if profiled:
+            profiler.__exit__(None, None, None)
+            events = profiler.key_averages()
+            kernels = sum(e.count for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+            return kernels / 16, sum(e.count for e in events if e.key.startswith("aten::")) / 16
+
+    def step(model, optimizer, data, target):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(data), target).backward()
+        optimizer.step()
+
+    if device.startswith("cuda"):
+        loop(20)
+        bare = loop(20, profiled=True)
+        with watch(device=device, invariants_only=True):
+            watched = loop(20, profiled=True)
+        print(f"per step, unwatched / invariants only: kernels {bare[0]:.1f} / {watched[0]:.1f} (+{watched[0] - bare[0]:.1f}), "
+              f"aten calls {bare[1]:.1f} / {watched[1]:.1f} (+{watched[1] - bare[1]:.1f})")
 
     settings = {"unwatched": None, "invariants only": dict(invariants_only=True),
                 "shadow, each distinct call once (default)": dict(), "shadow, every call": dict(repeats=True)}
+    if quick:
+        del settings["shadow, every call"]
     lengths = (steps, long) if long else (steps,)
     loop(steps)
     times = {(name, n): [] for name in settings for n in lengths if n == steps or name != "shadow, every call"}
@@ -154,12 +181,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--long", type=int, default=0, help="also time each setting over this many steps: the cost per step once judged")
     parser.add_argument("--overhead-only", action="store_true", help="only part 3")
+    parser.add_argument("--quick", action="store_true", help="part 3 without the setting that judges every call")
     args = parser.parse_args()
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name() if args.device.startswith('cuda') else 'cpu'}")
     if not args.overhead_only:
         clean(args.device)
         planted(args.device)
-    overhead(args.device, args.steps, args.long)
+    overhead(args.device, args.steps, args.long, args.quick)
 
 
 if __name__ == "__main__":

@@ -87,11 +87,17 @@ def test_a_server_with_a_thread_is_not_forked_from_the_pool_spawns(tmp_path):
     assert done.stdout.split() == ["spawn", "True"]  # spawned by the driver itself, and the unit ran
 
 
-def test_workers_fork_for_a_cpu_sweep_and_spawn_beside_an_accelerator_unless_told(monkeypatch):
+def test_workers_fork_for_a_cpu_or_cuda_sweep_and_spawn_beside_other_accelerators_unless_told(monkeypatch):
     monkeypatch.delenv(START, raising=False)
-    assert default_start("cpu") == "forkserver" and default_start("cuda:1") == "spawn"
+    assert default_start("cpu") == "forkserver" and default_start("cuda:1") == "forkserver"
+    assert default_start("xpu") == "spawn" and default_start("mps") == "spawn"
+    monkeypatch.setattr("sys.platform", "darwin")
+    assert default_start("cpu") == "spawn"
+    monkeypatch.undo()
+    monkeypatch.setenv(START, "spawn")
+    assert default_start("cuda") == "spawn"
     monkeypatch.setenv(START, "forkserver")
-    assert default_start("cuda") == "forkserver"
+    assert default_start("xpu") == "forkserver"
     monkeypatch.setenv(START, "fork")
     with pytest.raises(UsageError, match="TORCHSLEUTH_WORKER_START='fork' is not a start method; allowed: forkserver, spawn"):
         default_start("cpu")

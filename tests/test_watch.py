@@ -217,3 +217,45 @@ def test_foreach_optimizer_calls_are_judged():
     judged = {str(key[0]) for key in w.shadow.signatures}
     assert "aten._foreach_mul_.Scalar" in judged and any(name.startswith("aten._foreach_addcdiv_") for name in judged), judged
     assert not w.shadow.errors and not w.findings
+
+
+def frozen_where(skip):
+    """SGD whose step leaves alone the parameters ``skip`` says: a dropped write, by layout."""
+
+    class Sgd(torch.optim.SGD):
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None and not skip(p):
+                        p.add_(p.grad, alpha=-group["lr"])
+
+    return Sgd
+
+
+@pytest.mark.parametrize("layout", ["transposed, its gradient alike", "transposed, its gradient contiguous", "every other column"])
+def test_a_frozen_parameter_is_found_in_each_way_its_positions_are_read(layout):
+    # a dense tensor is read as a view of its storage's grid; a gradient laid out otherwise, and a parameter that
+    # does not fill its storage, through flat indices: each must still tell a frozen parameter from a moving one. The
+    # gradient is nonzero in one block only, so a position read in the gradient that is not the same element in the
+    # parameter would call the moving parameter frozen (a transposed [48, 64] and a contiguous gradient share no
+    # storage index between the elements of this block)
+    def run(plant: bool):
+        torch.manual_seed(0)
+        base = torch.randn(64, 48) if layout != "every other column" else torch.randn(48, 128)[:, ::2]
+        weight = torch.nn.Parameter(base.t() if layout != "every other column" else base)  # [48, 64] each
+        other = torch.nn.Parameter(torch.randn(64, 8))
+        optimizer = frozen_where(lambda p: plant and p is weight)([weight, other], lr=0.1)
+        with watch(invariants_only=True) as w:
+            for _ in range(3):
+                grad = torch.zeros(48, 64)
+                grad[24:, :32] = torch.randn(24, 32)
+                weight.grad = grad.t().contiguous().t() if layout == "transposed, its gradient alike" else grad
+                other.grad = torch.randn(64, 8)
+                optimizer.step()
+        return [(f.mismatch.attribute, f.summary) for f in w.findings]
+
+    assert run(plant=False) == []
+    found = run(plant=True)
+    assert [attribute for attribute, _ in found] == ["frozen"], found
+    assert "of shape [48, 64] in no module" in found[0][1] and "did not change at Sgd.step()" in found[0][1]

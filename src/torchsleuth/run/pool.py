@@ -28,15 +28,16 @@ A worker's start costs seconds (3 s on a CPU, 10-15 s beside a GPU: importing
 torch, loading OpInfo's catalog, making the device's context; bench/sweep-profile.md),
 and every death and every replay alone asks for a fresh one: on a GPU, where
 device-side asserts end workers by the hundred, that waiting was a quarter of a
-whole-catalog sweep (bench/cuda-sweep.md). Two things cut it. For a CPU sweep
-on Linux (``default_start``), workers are forked from a fork server that has
-imported torch, torchsleuth and the modules in ``preload`` and, where no GPU is
-present, loaded the catalog once (run.preload): a replacement is ready in
-0.01 s instead of 2.2 (bench/worker-start.md). The pool asks the server first
-whether it is safe to fork from (no CUDA initialized, no thread of its own),
-and spawns if it is not; a forked worker takes the parent's environment as it
-is when the worker starts, as a spawned one does. Beside an accelerator the
-workers are spawned until forked ones are measured there. And once a pool has replaced a worker, it
+whole-catalog sweep (bench/cuda-sweep.md). Two things cut it. On Linux, for a
+sweep on the CPU or a CUDA GPU (``default_start``), workers are forked from a
+fork server that has imported torch, torchsleuth and the modules in
+``preload`` and, where no GPU is present, loaded the catalog once
+(run.preload): a replacement is ready in 0.01 s instead of 2.2 on a CPU, in
+6.6 s instead of 11.4 beside an H200 (bench/worker-start.md). The pool asks
+the server first whether it is safe to fork from (no CUDA initialized, no
+thread of its own), and spawns if it is not; a forked worker takes the
+parent's environment as it is when the worker starts, as a spawned one does.
+Beside other accelerators (not measured) the workers are spawned. And once a pool has replaced a worker, it
 keeps ``spares`` more started and warmed (``warm(config)`` run before the worker
 waits for work: the catalog loaded, the device's context made), and a replacement
 takes a spare that is ready; the pool starts another in its place. A pool whose
@@ -208,15 +209,19 @@ STARTS = ("forkserver", "spawn")
 
 
 def default_start(device: str = "cpu") -> str:
-    """How workers start: ``$TORCHSLEUTH_WORKER_START`` where set; otherwise ``forkserver`` on Linux for a CPU sweep
-    (see the design note), ``spawn`` elsewhere (macOS's frameworks do not survive a fork) and, until forked workers
-    are measured beside one, for an accelerator (bench/worker-start.md)."""
+    """How workers start: ``$TORCHSLEUTH_WORKER_START`` where set; otherwise ``forkserver`` on Linux for a sweep on
+    the CPU or a CUDA GPU (see the design note), ``spawn`` elsewhere (macOS's frameworks do not survive a fork) and
+    beside other accelerators, where forked workers were never measured (bench/worker-start.md)."""
     chosen = os.environ.get(START, "").strip()
     if chosen and chosen not in STARTS:
         raise UsageError(f"{START}={chosen!r} is not a start method; allowed: {', '.join(STARTS)}")
     if chosen:
         return chosen
-    return "forkserver" if sys.platform == "linux" and device.split(":")[0] == "cpu" else "spawn"
+    return "forkserver" if sys.platform == "linux" and device.split(":")[0] in FORKED_BESIDE else "spawn"
+
+
+# The devices whose sweeps fork their workers by default (measured: bench/worker-start.md).
+FORKED_BESIDE = ("cpu", "cuda")
 
 
 def default_spares(workers: int) -> int:
