@@ -113,12 +113,12 @@ def overhead(device: str, steps: int, long: int = 0, quick: bool = False) -> Non
         steps = range(n)
         if profiled:  # the same loop, its last 16 steps profiled
             for _ in range(n - 16):
-                step(model, optimizer, data, target)
+                one_step(model, optimizer, data, target)
             steps = range(16)
             profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
             profiler.__enter__()
         for _ in steps:
-            step(model, optimizer, data, target)
+            one_step(model, optimizer, data, target)
         torch.cuda.synchronize() if device.startswith("cuda") else None
         if profiled:
             profiler.__exit__(None, None, None)
@@ -126,7 +126,7 @@ def overhead(device: str, steps: int, long: int = 0, quick: bool = False) -> Non
             kernels = sum(e.count for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
             return kernels / 16, sum(e.count for e in events if e.key.startswith("aten::")) / 16
 
-    def step(model, optimizer, data, target):
+    def one_step(model, optimizer, data, target):
         optimizer.zero_grad()
         torch.nn.functional.cross_entropy(model(data), target).backward()
         optimizer.step()
@@ -145,6 +145,7 @@ def overhead(device: str, steps: int, long: int = 0, quick: bool = False) -> Non
         del settings["shadow, every call"]
     lengths = (steps, long) if long else (steps,)
     loop(steps)
+    sampled = {}
     times = {(name, n): [] for name in settings for n in lengths if n == steps or name != "shadow, every call"}
     for _ in range(3):
         for name, n in times:
@@ -153,10 +154,14 @@ def overhead(device: str, steps: int, long: int = 0, quick: bool = False) -> Non
             if options is None:
                 loop(n)
             else:
-                with watch(device=device, **options):
+                with watch(device=device, **options) as w:
                     loop(n)
+                sampled[name, n] = w.checks.cadence.describe() if hasattr(w.checks, "cadence") else ""  # older trees: every step
             times[name, n].append(time.perf_counter() - start)
     median = {key: statistics.median(values) for key, values in times.items()}
+    for (name, n), said in sampled.items():
+        if said:
+            print(f"{name}, {n} steps: {said}")
     base = median["unwatched", steps]
     if not long:
         print("| setting | seconds | ratio |\n| --- | ---: | ---: |")

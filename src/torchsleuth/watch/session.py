@@ -146,7 +146,7 @@ class Watch:
 def watch(*, db: str | None = None, every: int = 1, sample: float = 1.0, invariants_only: bool = False,
           repeats: bool = False, device: str = "cpu", program: str = "", out: str | Path | None = None,
           json: str | Path | None = None, junit: str | Path | None = None) -> Iterator[Watch]:
-    """Watch the block: invariants around every optimizer step, and (unless ``invariants_only``) its ops judged.
+    """Watch the block: invariants around the optimizer steps (watch.cadence), and (unless ``invariants_only``) its ops judged.
 
     Each distinct call (op, tensor shapes, strides, dtypes, devices: watch.shadow)
     is judged the first time it is made; ``repeats=True`` judges every call.
@@ -178,5 +178,8 @@ def store(session: Watch, frame: Frame) -> None:
     judged = session.shadow.judged if session.shadow else 0
     how = "every call" if session.config.repeats else "each distinct call once"
     frame.note("watch", f"{session.context.step} optimizer steps; {judged} op calls judged ({how})")
+    sampled = session.checks.cadence.describe()
+    if sampled:
+        frame.note("watch", sampled)
     for reason, count in (session.shadow.errors.most_common() if session.shadow else ()):
         frame.note("not judged", f"{count} call(s): {reason}")

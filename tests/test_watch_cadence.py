@@ -1,0 +1,94 @@
+"""watch's invariants on a fast loop: every step at first, then as many as 5% of the step time allows (watch.cadence)."""
+
+from __future__ import annotations
+
+import torch
+
+from torchsleuth import watch
+from torchsleuth.watch.cadence import MAX_EVERY, WARMUP, Cadence
+
+
+class Clock:
+    """A clock that moves only when told: each reading, by ``tick`` (what the checks cost), and by ``advance``."""
+
+    def __init__(self, tick: float):
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def run(cadence: Cadence, steps: int, own: float, cost: float) -> list[int]:
+    """Steps of ``own`` seconds each, whose checks (when due) take ``cost``: the steps checked."""
+    checked = []
+    for step in range(steps):
+        if cadence.due():
+            cadence.spent(cost)
+            cadence.clock.now += cost
+            cadence.done()
+            checked.append(step)
+        cadence.clock.now += own
+    return checked
+
+
+def test_a_slow_step_is_checked_every_time_and_the_note_says_nothing():
+    cadence = Cadence(clock=Clock(0.0))
+    assert run(cadence, 100, own=0.100, cost=0.001) == list(range(100))
+    assert cadence.every == 1 and cadence.describe() == ""
+
+
+def test_a_fast_step_is_checked_in_full_at_first_then_within_the_budget():
+    cadence = Cadence(clock=Clock(0.0))
+    checked = run(cadence, 300, own=0.010, cost=0.0009)  # a 10 ms step, and the checks' 0.9 ms on an H200
+    assert checked[:WARMUP] == list(range(WARMUP))
+    gaps = {b - a for a, b in zip(checked[WARMUP:], checked[WARMUP + 1:])}
+    assert gaps == {5}, gaps  # 0.9 ms within 2% of 10 ms: one step in five
+    assert cadence.every == 5 and cadence.checked == len(checked) < 300
+    said = cadence.describe()
+    assert f"invariants checked at {len(checked)} of 300 steps" in said and f"(one in 5 at the end; at least one in {MAX_EVERY})" in said
+
+
+def test_however_costly_the_checks_a_step_is_checked_at_least_every_max_every():
+    cadence = Cadence(clock=Clock(0.0))
+    checked = run(cadence, 200, own=0.0001, cost=0.01)
+    assert max(b - a for a, b in zip(checked, checked[1:])) == MAX_EVERY
+
+
+class Freezes(torch.optim.SGD):
+    """SGD that stops writing ``weight`` from step ``at`` on: a dropped write that begins late."""
+
+    def __init__(self, params, weight, at, lr):
+        super().__init__(params, lr=lr)
+        self.weight, self.at, self.steps = weight, at, 0
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and not (p is self.weight and self.steps >= self.at):
+                    p.add_(p.grad, alpha=-group["lr"])
+        self.steps += 1
+
+
+def test_a_parameter_that_freezes_late_in_a_fast_loop_is_found_within_max_every_steps():
+    def train(plant: bool):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.Linear(32, 4))
+        optimizer = Freezes(model.parameters(), model[0].weight, at=40 if plant else 10**9, lr=0.01)
+        data = torch.randn(8, 32)
+        with watch(invariants_only=True) as w:
+            w.checks.cadence.clock = Clock(0.0005)  # each reading of the clock: 0.5 ms of checks, a costly check
+            for _ in range(100):
+                optimizer.zero_grad()
+                model(data).pow(2).mean().backward()
+                optimizer.step()
+        return w
+
+    clean = train(plant=False)
+    assert clean.findings == []
+    assert clean.checks.cadence.checked < 100 and clean.checks.cadence.every > 1  # the fast loop was sampled
+    found = train(plant=True)
+    assert [(f.mismatch.attribute, f.mismatch.path) for f in found.findings] == [("frozen", "0.weight")], found.findings
+    step = int(found.findings[0].detail.removeprefix("step "))
+    assert 40 <= step < 40 + MAX_EVERY, step
