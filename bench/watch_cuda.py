@@ -156,7 +156,7 @@ def overhead(device: str, steps: int, long: int = 0, quick: bool = False) -> Non
             else:
                 with watch(device=device, **options) as w:
                     loop(n)
-                sampled[name, n] = w.checks.cadence.describe() if hasattr(w.checks, "cadence") else ""  # older trees: every step
+                sampled[name, n] = w.checks.sampled() if hasattr(w.checks, "sampled") else ""  # older trees: every step
             times[name, n].append(time.perf_counter() - start)
     median = {key: statistics.median(values) for key, values in times.items()}
     for (name, n), said in sampled.items():

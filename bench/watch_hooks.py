@@ -18,6 +18,7 @@ import torch
 from torch.optim import optimizer as optim_module
 
 from torchsleuth import watch
+from torchsleuth.watch.cadence import Cadence
 
 
 def main() -> None:
@@ -66,9 +67,13 @@ def main() -> None:
                 h.remove()
 
     def never_checked():
-        with watch(invariants_only=True, device=device) as w:
-            w.checks.cadence.done = lambda: setattr(w.checks.cadence, "_next", 10**9)
-            return steps(args.steps)
+        done = Cadence.done
+        Cadence.done = lambda self: setattr(self, "_next", 10**9)  # after the first step, no step is due
+        try:
+            with watch(invariants_only=True, device=device):
+                return steps(args.steps)
+        finally:
+            Cadence.done = done
 
     def invariants():
         with watch(invariants_only=True, device=device):

@@ -1,4 +1,4 @@
-"""watch's invariants on a fast loop: every step at first, then as many as 5% of the step time allows (watch.cadence)."""
+"""watch's invariants on a fast loop: every step at first, then as many as 2% of the step time allows (watch.cadence)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_a_parameter_that_freezes_late_in_a_fast_loop_is_found_within_max_every_
         optimizer = Freezes(model.parameters(), model[0].weight, at=40 if plant else 10**9, lr=0.01)
         data = torch.randn(8, 32)
         with watch(invariants_only=True) as w:
-            w.checks.cadence.clock = Clock(0.0005)  # each reading of the clock: 0.5 ms of checks, a costly check
+            w.checks.clock = Clock(0.0005)  # each reading of the clock: 0.5 ms of checks, a costly check
             for _ in range(100):
                 optimizer.zero_grad()
                 model(data).pow(2).mean().backward()
@@ -87,8 +87,35 @@ def test_a_parameter_that_freezes_late_in_a_fast_loop_is_found_within_max_every_
 
     clean = train(plant=False)
     assert clean.findings == []
-    assert clean.checks.cadence.checked < 100 and clean.checks.cadence.every > 1  # the fast loop was sampled
+    (cadence,) = clean.checks.cadences.values()
+    assert cadence.checked < 100 and cadence.every > 1  # the fast loop was sampled
+    assert clean.checks.sampled().startswith(f"invariants checked at {cadence.checked} of 100 steps")
     found = train(plant=True)
     assert [(f.mismatch.attribute, f.mismatch.path) for f in found.findings] == [("frozen", "0.weight")], found.findings
     step = int(found.findings[0].detail.removeprefix("step "))
     assert 40 <= step < 40 + MAX_EVERY, step
+
+
+def test_two_optimizers_stepping_in_turn_are_each_checked():
+    # each optimizer has its cadence: one count of steps for both would check only one of them whenever it
+    # checks one step in an even number
+    def train(plant: bool):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.Linear(32, 4))
+        first = torch.optim.SGD(model[0].parameters(), lr=0.01)
+        second = Freezes(model[1].parameters(), model[1].weight, at=40 if plant else 10**9, lr=0.01)
+        data = torch.randn(8, 32)
+        with watch(invariants_only=True) as w:
+            w.checks.clock = Clock(0.0005)
+            for _ in range(100):
+                first.zero_grad()
+                second.zero_grad()
+                model(data).pow(2).mean().backward()
+                first.step()
+                second.step()
+        return w
+
+    assert train(plant=False).findings == []
+    found = train(plant=True)
+    assert [(f.mismatch.attribute, f.mismatch.path) for f in found.findings] == [("frozen", "1.weight")], found.findings
+    assert len(found.checks.cadences) == 2 and all(c.steps == 100 and c.checked < 100 for c in found.checks.cadences.values())

@@ -12,7 +12,8 @@ checks keep their cost within ``BUDGET`` (2%) of the program's own time
 between steps (its time with the checks' taken out, both smoothed): a step
 is checked every ``every`` steps, at least every ``MAX_EVERY``-th, so what a
 check finds is found at most that many steps late (each finding names the
-step it was found at). A step slower than about 50 times the checks' cost
+step it was found at). Each optimizer has its own cadence (two that step in
+turn are each checked). A step slower than about 50 times the checks' cost
 (5 ms on a CPU, 50 ms beside a GPU) is checked every time. The run's note
 says how many steps were checked when not all were. The clock is a
 parameter so that the choice can be tested without timing anything.
@@ -71,11 +72,16 @@ class Cadence:
 
     def describe(self) -> str:
         """What was checked, for the run's note: empty when every step was."""
-        if self.checked >= self.steps:
-            return ""
-        return (f"invariants checked at {self.checked} of {self.steps} steps: each of the first {WARMUP}, then as many as kept "
-                f"their cost within {BUDGET:.0%} of the program's own step time (one in {self.every} at the end; at least "
-                f"one in {MAX_EVERY})")
+        return sampling(self.checked, self.steps, self.every)
+
+
+def sampling(checked: int, steps: int, every: int) -> str:
+    """The note's words for ``checked`` steps of ``steps``, one in ``every`` at the end; empty when every step was."""
+    if checked >= steps:
+        return ""
+    return (f"invariants checked at {checked} of {steps} steps: each of the first {WARMUP}, then as many as kept "
+            f"their cost within {BUDGET:.0%} of the program's own step time (one in {every} at the end; at least "
+            f"one in {MAX_EVERY})")
 
 
 def _smoothed(old: float | None, new: float) -> float:

@@ -39,6 +39,7 @@ step it fails, so a frozen weight is one finding, not one per step.
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import NamedTuple
 
 import torch
@@ -47,7 +48,7 @@ from ..cases.records import Case
 from ..judge.records import Finding, Mismatch
 from ..run.live import classify
 from . import names as naming
-from .cadence import Cadence
+from .cadence import Cadence, sampling
 from .rows import Positions, Rows, read, same, stacked
 
 
@@ -62,8 +63,10 @@ class StepChecks:
         self._reported: set[tuple[str, str]] = set()
         self._pending: list[_Verdicts] = []  # a step's verdicts on their way to the host, read at the next step (flush)
         self.step = 0
-        self.cadence = Cadence()
-        self._checking = False  # whether this step's checks run (the cadence)
+        self.clock = time.perf_counter  # what each optimizer's cadence times the checks and the steps with
+        self.cadences: dict[int, Cadence] = {}  # id(optimizer) -> the steps of it checked (watch.cadence)
+        self._cadence: Cadence | None = None  # the stepping optimizer's
+        self._checking = False  # whether this step's checks run
         self._after_step = -1  # the step whose reads self._after holds
 
     def name(self, p: torch.Tensor) -> str:
@@ -73,23 +76,32 @@ class StepChecks:
         return self._names[id(p)]
 
     def before(self, optimizer: torch.optim.Optimizer) -> None:
-        self._checking = self.cadence.due()
+        cadence = self.cadences.get(id(optimizer))
+        if cadence is None:  # each optimizer its own: two stepping in turn are each checked
+            cadence = self.cadences[id(optimizer)] = Cadence(clock=lambda: self.clock())
+        self._cadence, self._checking = cadence, cadence.due()
         if self._checking:
-            began = self.cadence.clock()
+            began = cadence.clock()
             self._check_before(optimizer)
-            self.cadence.spent(self.cadence.clock() - began)
+            cadence.spent(cadence.clock() - began)
 
     def after(self, optimizer: torch.optim.Optimizer) -> None:
-        if self._checking:
-            began = self.cadence.clock()
+        cadence = self._cadence
+        if self._checking and cadence is not None:
+            began = cadence.clock()
             self._check_after(optimizer)
-            self.cadence.spent(self.cadence.clock() - began)
-            self.cadence.done()
+            cadence.spent(cadence.clock() - began)
+            cadence.done()
         self.step += 1
+
+    def sampled(self) -> str:
+        """Which steps were checked, for the run's note: empty when every step of every optimizer was."""
+        cadences = list(self.cadences.values())
+        return sampling(sum(c.checked for c in cadences), sum(c.steps for c in cadences), max((c.every for c in cadences), default=1))
 
     @torch.no_grad()  # the reads are views and copies of leaves that require grad: none of them needs a graph
     def _check_before(self, optimizer: torch.optim.Optimizer) -> None:
-        whole = self.cadence.checked % FULL_EVERY == 0
+        whole = self._cadence.checked % FULL_EVERY == 0
         rows: dict[torch.device, Rows] = {}
         for group in optimizer.param_groups:
             still = group.get("lr", 1) == 0
@@ -125,7 +137,7 @@ class StepChecks:
 
     @torch.no_grad()
     def _check_after(self, optimizer: torch.optim.Optimizer) -> None:
-        whole = self.cadence.checked % FULL_EVERY == 0
+        whole = self._cadence.checked % FULL_EVERY == 0
         if whole:
             in_rows = {id(p) for batch in self._before.values() for p in batch.params}  # checked whole in the verdicts
             for group in optimizer.param_groups:

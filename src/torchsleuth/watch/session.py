@@ -178,7 +178,7 @@ def store(session: Watch, frame: Frame) -> None:
     judged = session.shadow.judged if session.shadow else 0
     how = "every call" if session.config.repeats else "each distinct call once"
     frame.note("watch", f"{session.context.step} optimizer steps; {judged} op calls judged ({how})")
-    sampled = session.checks.cadence.describe()
+    sampled = session.checks.sampled()
     if sampled:
         frame.note("watch", sampled)
     for reason, count in (session.shadow.errors.most_common() if session.shadow else ()):
