@@ -97,19 +97,24 @@ def planted(device: str) -> None:
         print(f"  {f.kind} {f.op} {f.layouts}: {f.summary} [{f.detail[:200]}]")
 
 
+def mlp(device: str):
+    """The overhead's loop: a 4 x 512 MLP with GELU, Adam, a batch of 256 (from seed 0)."""
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(4):
+        layers += [torch.nn.Linear(512, 512), torch.nn.GELU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(512, 10)).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    return model, optimizer, torch.randn(256, 512, device=device), torch.randint(0, 10, (256,), device=device)
+
+
 def overhead(device: str, steps: int, long: int = 0, quick: bool = False) -> None:
     """Each setting's time over ``steps`` steps (median of 3, interleaved); with ``long``, over ``long`` steps too,
     and the ratio of the steps between the two: what watching costs a step once the first calls are judged."""
     print(f"## overhead on {device}: MLP 4x512, batch 256, Adam, {steps} steps{f' and {long}' if long else ''}, median of 3")
 
     def loop(n, profiled=False):
-        torch.manual_seed(0)
-        layers = []
-        for _ in range(4):
-            layers += [torch.nn.Linear(512, 512), torch.nn.GELU()]
-        model = torch.nn.Sequential(*layers, torch.nn.Linear(512, 10)).to(device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-        data, target = torch.randn(256, 512, device=device), torch.randint(0, 10, (256,), device=device)
+        model, optimizer, data, target = mlp(device)
         steps = range(n)
         if profiled:  # the same loop, its last 16 steps profiled
             for _ in range(n - 16):

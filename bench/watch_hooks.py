@@ -11,7 +11,9 @@ Prints milliseconds per step and the ratio to the unwatched loop.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import torch
@@ -19,6 +21,9 @@ from torch.optim import optimizer as optim_module
 
 from torchsleuth import watch
 from torchsleuth.watch.cadence import Cadence
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from watch_cuda import mlp  # noqa: E402  the same loop as its overhead part
 
 
 def main() -> None:
@@ -28,13 +33,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     device = args.device
-    torch.manual_seed(0)
-    layers = []
-    for _ in range(4):
-        layers += [torch.nn.Linear(512, 512), torch.nn.GELU()]
-    model = torch.nn.Sequential(*layers, torch.nn.Linear(512, 10)).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    data, target = torch.randn(256, 512, device=device), torch.randint(0, 10, (256,), device=device)
+    model, optimizer, data, target = mlp(device)
 
     def steps(n: int) -> float:
         for _ in range(20):
