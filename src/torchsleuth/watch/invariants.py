@@ -13,7 +13,7 @@ Design note. Four things must hold of a healthy step, whatever the model:
 
 Which steps are checked is watch.cadence's choice: every one of the first
 16, then as many as keep the checks within 2% of the program's own step time
-(at least every 16th). The last two checks look at a fixed set of positions
+(at least one in 32). The last two checks look at a fixed set of positions
 of each tensor where the gradient is nonzero (watch.rows: a grid of each
 tensor's storage, read as views in one copy): what they catch (a kernel that
 drops a whole write) shows everywhere. The rows are judged together (one
