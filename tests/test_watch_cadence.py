@@ -119,3 +119,65 @@ def test_two_optimizers_stepping_in_turn_are_each_checked():
     found = train(plant=True)
     assert [(f.mismatch.attribute, f.mismatch.path) for f in found.findings] == [("frozen", "1.weight")], found.findings
     assert len(found.checks.cadences) == 2 and all(c.steps == 100 and c.checked < 100 for c in found.checks.cadences.values())
+
+
+def test_all_steps_checks_every_step_of_a_fast_loop_and_finds_a_write_dropped_at_one_step(tmp_path):
+    # a write dropped at one step only, past the first 16: the cadence may pass over it; --all-steps does not
+    class DropsOnce(torch.optim.SGD):
+        steps = 0
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            if self.steps != 37:
+                super().step(closure)
+            self.steps += 1
+
+    def train(all_steps: bool):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(32, 4)
+        optimizer = DropsOnce(model.parameters(), lr=0.01)
+        with watch(invariants_only=True, all_steps=all_steps) as w:
+            w.checks.clock = Clock(0.0005)
+            for _ in range(60):
+                optimizer.zero_grad()
+                model(torch.randn(8, 32)).pow(2).mean().backward()
+                optimizer.step()
+        return w
+
+    every = train(all_steps=True)
+    (cadence,) = every.checks.cadences.values()
+    assert cadence.checked == 60 and every.checks.sampled() == ""
+    assert {(f.mismatch.attribute, f.detail) for f in every.findings} == {("frozen", "step 37")}
+    sampled = train(all_steps=False)
+    assert sampled.checks.sampled().startswith("invariants checked at ")  # the note says the steps were sampled
+    # and the CLI takes the flag
+    script = tmp_path / "loop.py"
+    script.write_text("import torch\nm = torch.nn.Linear(4, 2)\no = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+                      "for _ in range(40):\n    o.zero_grad(); m(torch.randn(3, 4)).sum().backward(); o.step()\n")
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "torchsleuth.cli.main", "watch", "--invariants-only", "--all-steps",
+                           "--out", str(tmp_path / "out"), str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "40 optimizer steps" in done.stdout and "invariants checked at" not in done.stdout
+
+
+def test_a_step_that_calls_its_parent_s_step_is_one_step():
+    # torch hooks the step of each optimizer class that made an instance: a subclass's step calling SGD's runs the
+    # hooks twice, nested; watch counts and checks it once
+    torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)  # SGD.step hooked
+
+    class Mine(torch.optim.SGD):
+        def step(self, closure=None):
+            return super().step(closure)
+
+    model = torch.nn.Linear(4, 2)
+    optimizer = Mine(model.parameters(), lr=0.1)
+    with watch(invariants_only=True) as w:
+        for _ in range(5):
+            optimizer.zero_grad()
+            model(torch.randn(3, 4)).sum().backward()
+            optimizer.step()
+    (cadence,) = w.checks.cadences.values()
+    assert w.context.step == 5 and cadence.steps == 5 and cadence.checked == 5 and w.findings == []

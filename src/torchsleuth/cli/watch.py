@@ -18,7 +18,8 @@ what it checks:
   contiguity, dtype and device. Every step of the first 16 is checked; on a
   fast loop, after them, as many as keep the checks within 2% of the step's
   time, at least one in 32 (what they catch stays: found at most 32 steps
-  late); the run's note says how many were checked.
+  late); the run's note says how many were checked. --all-steps checks every
+  step.
 
   shadow replay (unless --invariants-only): every aten op of the forward,
   backward and optimizer step is made again on copies of its tensors and judged
@@ -50,6 +51,9 @@ def add_parser(commands) -> None:
     p.add_argument("--judge", choices=("first", "every"), default="first",
                    help="judge each distinct call the first time it is made (default), or every call")
     p.add_argument("--invariants-only", action="store_true", help="check the training invariants only: no shadow replay")
+    p.add_argument("--all-steps", action="store_true",
+                   help="check the invariants at every optimizer step (default: each of the first 16, then as many as "
+                        "keep them within 2%% of the step's time, at least one in 32)")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="module or .py file imported first, e.g. to register kernels (repeatable)")
     p.add_argument("--out", default="torchsleuth-out", metavar="DIR", help="where repro scripts go (default ./torchsleuth-out)")
@@ -76,7 +80,7 @@ def run(args) -> int:
     sys.argv = [str(script), *args.script_args]
     sys.path.insert(0, str(script.resolve().parent))
     status = 0
-    with watch(db=db, every=args.every, sample=args.sample, invariants_only=args.invariants_only,
+    with watch(db=db, every=args.every, sample=args.sample, invariants_only=args.invariants_only, all_steps=args.all_steps,
                repeats=args.judge == "every", program=" ".join(sys.argv), out=out, json=args.json) as session:
         try:
             runpy.run_path(str(script), run_name="__main__")

@@ -15,7 +15,8 @@ check finds is found at most that many steps late (each finding names the
 step it was found at). Each optimizer has its own cadence (two that step in
 turn are each checked). A step slower than about 50 times the checks' cost
 (5 ms on a CPU, 50 ms beside a GPU) is checked every time. The run's note
-says how many steps were checked when not all were. The clock is a
+says how many steps were checked when not all were; ``all_steps`` (``watch
+--all-steps``) checks every one. The clock is a
 parameter so that the choice can be tested without timing anything.
 """
 
@@ -35,8 +36,8 @@ SMOOTHING = 0.2  # the weight of the latest measure in the running figures
 
 
 class Cadence:
-    def __init__(self, clock: Callable[[], float] = time.perf_counter):
-        self.clock = clock
+    def __init__(self, clock: Callable[[], float] = time.perf_counter, all_steps: bool = False):
+        self.clock, self.all_steps = clock, all_steps  # all_steps: every step is due
         self.every = 1  # a step is checked every this many, now
         self.checked = 0  # steps checked so far
         self.steps = 0  # steps seen so far
@@ -64,7 +65,7 @@ class Cadence:
         step = self.steps - 1
         self.checked += 1
         self._cost = _smoothed(self._cost, self._spent)
-        if step + 1 < WARMUP or not self._own:
+        if self.all_steps or step + 1 < WARMUP or not self._own:
             self.every = 1
         else:
             self.every = min(MAX_EVERY, max(1, math.ceil(self._cost / (BUDGET * self._own))))

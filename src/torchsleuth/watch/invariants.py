@@ -53,8 +53,8 @@ from .rows import Positions, Rows, read, same, stacked
 
 
 class StepChecks:
-    def __init__(self, device: str = "cpu"):
-        self.device = device
+    def __init__(self, device: str = "cpu", all_steps: bool = False):
+        self.device, self.all_steps = device, all_steps
         self.findings: list[Finding] = []
         self._names: dict[int, str] | None = None
         self._positions = Positions()
@@ -78,7 +78,7 @@ class StepChecks:
     def before(self, optimizer: torch.optim.Optimizer) -> None:
         cadence = self.cadences.get(id(optimizer))
         if cadence is None:  # each optimizer its own: two stepping in turn are each checked
-            cadence = self.cadences[id(optimizer)] = Cadence(clock=lambda: self.clock())
+            cadence = self.cadences[id(optimizer)] = Cadence(clock=lambda: self.clock(), all_steps=self.all_steps)
         self._cadence, self._checking = cadence, cadence.due()
         if self._checking:
             began = cadence.clock()

@@ -53,6 +53,7 @@ class WatchConfig:
     sample: float = 1.0
     invariants_only: bool = False
     repeats: bool = False  # judge every call, not each distinct call once (watch.shadow)
+    all_steps: bool = False  # check the invariants at every step, not as watch.cadence chooses
 
     def key(self) -> str:
         # every watch is a run of its own: a program is not resumed
@@ -64,11 +65,12 @@ class Watch:
 
     def __init__(self, config: WatchConfig):
         self.config = config
-        self.checks = StepChecks(config.device)
+        self.checks = StepChecks(config.device, all_steps=config.all_steps)
         self.context = Context()
         self.shadow = None if config.invariants_only else ShadowMode(self.context, every=config.every, sample=config.sample,
                                                                      repeats=config.repeats)
         self.result = None
+        self._depth = 0  # optimizer steps begun and not ended
 
     @property
     def findings(self) -> list[Finding]:
@@ -78,6 +80,9 @@ class Watch:
     # --- hooks ------------------------------------------------------------------------
 
     def _pre_step(self, optimizer, args, kwargs) -> None:
+        self._depth += 1
+        if self._depth > 1:  # a step within a step (a subclass's step calling its parent's, both hooked): one step
+            return
         self.context.paused = True
         self.checks.before(optimizer)
         if self.shadow is not None:
@@ -87,6 +92,9 @@ class Watch:
         self.context.paused = False
 
     def _post_step(self, optimizer, args, kwargs) -> None:
+        self._depth -= 1
+        if self._depth > 0:
+            return
         self.context.paused = True
         self.checks.after(optimizer)
         self.context.optimizer = ""
@@ -144,12 +152,13 @@ class Watch:
 
 @contextlib.contextmanager
 def watch(*, db: str | None = None, every: int = 1, sample: float = 1.0, invariants_only: bool = False,
-          repeats: bool = False, device: str = "cpu", program: str = "", out: str | Path | None = None,
+          repeats: bool = False, all_steps: bool = False, device: str = "cpu", program: str = "", out: str | Path | None = None,
           json: str | Path | None = None, junit: str | Path | None = None) -> Iterator[Watch]:
     """Watch the block: invariants around the optimizer steps (watch.cadence), and (unless ``invariants_only``) its ops judged.
 
     Each distinct call (op, tensor shapes, strides, dtypes, devices: watch.shadow)
-    is judged the first time it is made; ``repeats=True`` judges every call.
+    is judged the first time it is made; ``repeats=True`` judges every call. The invariants are checked at each of
+    the first 16 steps, then within 2% of the step's time (watch.cadence); ``all_steps=True`` checks every step.
 
     ``with torchsleuth.watch() as w: train()`` then ``w.findings``; with ``db``
     the findings are stored as a run (``w.result`` is its ``SweepResult``), and
@@ -158,7 +167,8 @@ def watch(*, db: str | None = None, every: int = 1, sample: float = 1.0, invaria
     if db is None and (out is not None or json or junit):
         raise UsageError("watch(out=, json=, junit=) writes what a stored run found: give db= as well")
     outputs.check(out=out, json=json, junit=junit)  # before the program runs, not after
-    config = WatchConfig(device=device, program=program, every=every, sample=sample, invariants_only=invariants_only, repeats=repeats)
+    config = WatchConfig(device=device, program=program, every=every, sample=sample, invariants_only=invariants_only, repeats=repeats,
+                         all_steps=all_steps)
     session = Watch(config)
     started = time.monotonic()
     try:
