@@ -14,10 +14,10 @@ is checked every ``every`` steps, at least every ``MAX_EVERY``-th, so what a
 check finds is found at most that many steps late (each finding names the
 step it was found at). Each optimizer has its own cadence (two that step in
 turn are each checked). A step slower than about 50 times the checks' cost
-(5 ms on a CPU, 50 ms beside a GPU) is checked every time. The run's note
-says how many steps were checked when not all were; ``all_steps`` (``watch
---all-steps``) checks every one. The clock is a
-parameter so that the choice can be tested without timing anything.
+(10-15 ms on a CPU, 50 ms beside a GPU) is checked every time. The run's
+note says how many steps were checked when not all were; ``all_steps``
+(``watch --all-steps``) checks every one. The clock is a parameter so that
+the choice can be tested without timing anything.
 """
 
 from __future__ import annotations
