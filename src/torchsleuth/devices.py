@@ -15,6 +15,11 @@ import torch
 from .errors import UsageError
 
 
+def kind(device: str) -> str:
+    """A device string's kind, without its index: ``cuda:1`` -> ``cuda``."""
+    return device.split(":")[0]
+
+
 def available() -> list[str]:
     found = ["cpu"]
     for kind in ("cuda", "mps", "xpu"):

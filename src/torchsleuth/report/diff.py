@@ -37,6 +37,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from .. import devices
 from ..cases.records import Case
 from ..judge.records import Finding
 from ..store import lookup
@@ -179,4 +180,4 @@ def _on(case_id: str, device: str) -> str:
 
 
 def _on_cpu(run: RunInfo) -> bool:
-    return run.device.split(":")[0] == "cpu"
+    return devices.kind(run.device) == "cpu"

@@ -45,6 +45,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from .. import devices
+
 # A worker that dies this many times on one unit outside any case is given
 # up on: the unit fails, the sweep goes on.
 SETUP_RETRIES = 1
@@ -59,7 +61,7 @@ ACCELERATOR_SHARE = 0.5
 def first_share(device: str) -> float:
     """How much of its time a case may take before it is set aside: all of it on the CPU (a hang holds one core),
     ``ACCELERATOR_SHARE`` on an accelerator the pool's workers share (a hang holds the device for all of them)."""
-    return 1.0 if device.split(":")[0] == "cpu" else ACCELERATOR_SHARE
+    return 1.0 if devices.kind(device) == "cpu" else ACCELERATOR_SHARE
 
 
 @dataclass

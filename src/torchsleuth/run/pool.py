@@ -75,6 +75,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Callable
 
+from .. import devices
 from ..errors import UsageError
 from .dispatch import Dispatcher, Slot
 
@@ -217,7 +218,7 @@ def default_start(device: str = "cpu") -> str:
         raise UsageError(f"{START}={chosen!r} is not a start method; allowed: {', '.join(STARTS)}")
     if chosen:
         return chosen
-    return "forkserver" if sys.platform == "linux" and device.split(":")[0] in FORKED_BESIDE else "spawn"
+    return "forkserver" if sys.platform == "linux" and devices.kind(device) in FORKED_BESIDE else "spawn"
 
 
 # The devices whose sweeps fork their workers by default (measured: bench/worker-start.md).

@@ -38,6 +38,7 @@ import socket
 from dataclasses import dataclass
 from typing import Callable
 
+from .. import devices
 from ..errors import UsageError
 from .dispatch import Dispatcher, Slot
 from .pool import hash_seed, unit_events
@@ -57,7 +58,7 @@ class Cluster:
 
     def capacity(self, device: str, threads: int = 1) -> int:
         """How many units it runs at once: a GPU each on CUDA, ``threads`` CPUs each elsewhere; UsageError if none."""
-        cuda = device.split(":")[0] == "cuda"
+        cuda = devices.kind(device) == "cuda"
         units = self.gpus if cuda else self.cpus // max(1, threads)
         if units < 1:  # its tasks would wait for ever
             need = "a GPU" if cuda else f"the {max(1, threads)} CPU{_s(max(1, threads))}"
@@ -193,7 +194,7 @@ class RayPool(Dispatcher):
 
         self.cluster = connect(address)
         self.workers, self.timeout, self.threads, self.slower = max(1, workers), timeout, threads, slower
-        device = str(getattr(config, "device", "cpu")).split(":")[0]
+        device = devices.kind(str(getattr(config, "device", "cpu")))
         self.cluster.capacity(device, threads)  # a cluster that has nothing to run a unit on is an error, not a wait
         self.resources = {"num_cpus": max(1, threads), **({"num_gpus": 1} if device == "cuda" else {})}
         once = {"max_calls": 1} if device != "cpu" else {}

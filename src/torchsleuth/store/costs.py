@@ -31,6 +31,7 @@ import json
 import sqlite3
 from typing import Iterable
 
+from .. import devices
 from ..cases.records import Case, Unit
 
 # a hang is the case and its replay alone, each stopped at the timeout (on a shared GPU the first at half of it)
@@ -44,7 +45,7 @@ LATEST_RUNS = 3
 
 
 def device_kind(device: str) -> str:
-    return device.split(":")[0]
+    return devices.kind(device)
 
 
 def unit_name(unit_key: str) -> str:
