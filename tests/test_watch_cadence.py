@@ -181,3 +181,27 @@ def test_a_step_that_calls_its_parent_s_step_is_one_step():
             optimizer.step()
     (cadence,) = w.checks.cadences.values()
     assert w.context.step == 5 and cadence.steps == 5 and cadence.checked == 5 and w.findings == []
+
+
+def test_a_step_that_raised_does_not_stop_the_checks_of_the_steps_after_it():
+    # a step whose optimizer raised never ran its post-step hooks; the program caught it and trains on: the steps
+    # after it are still checked (a write dropped from step 6 on is found)
+    class RaisesOnce(Freezes):
+        def step(self, closure=None):
+            if self.steps == 3:
+                self.steps += 1
+                raise RuntimeError("a step that fails once")
+            return super().step(closure)
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    optimizer = RaisesOnce(model.parameters(), model.weight, at=6, lr=0.1)
+    with watch(invariants_only=True) as w:
+        for _ in range(10):
+            optimizer.zero_grad()
+            model(torch.randn(3, 4)).sum().backward()
+            try:
+                optimizer.step()
+            except RuntimeError:
+                pass
+    assert [(f.mismatch.attribute, f.detail) for f in w.findings] == [("frozen", "step 5")], w.findings

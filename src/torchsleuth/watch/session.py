@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +71,6 @@ class Watch:
         self.shadow = None if config.invariants_only else ShadowMode(self.context, every=config.every, sample=config.sample,
                                                                      repeats=config.repeats)
         self.result = None
-        self._depth = 0  # optimizer steps begun and not ended
 
     @property
     def findings(self) -> list[Finding]:
@@ -80,8 +80,7 @@ class Watch:
     # --- hooks ------------------------------------------------------------------------
 
     def _pre_step(self, optimizer, args, kwargs) -> None:
-        self._depth += 1
-        if self._depth > 1:  # a step within a step (a subclass's step calling its parent's, both hooked): one step
+        if _within_a_step():
             return
         self.context.paused = True
         self.checks.before(optimizer)
@@ -92,8 +91,7 @@ class Watch:
         self.context.paused = False
 
     def _post_step(self, optimizer, args, kwargs) -> None:
-        self._depth -= 1
-        if self._depth > 0:
+        if _within_a_step():
             return
         self.context.paused = True
         self.checks.after(optimizer)
@@ -148,6 +146,21 @@ class Watch:
         finally:
             for handle in handles:
                 handle.remove()
+
+
+def _within_a_step() -> bool:
+    """Whether the step whose hook calls this runs within another optimizer step: a subclass's ``step`` calling its
+    parent's (torch hooks the step of every optimizer class that made an instance) or an optimizer stepping the one
+    it wraps. Such a step is part of the outer one: its hooks do nothing. Asked of the stack (is torch's hooking
+    wrapper, the code that called this hook, running further up?), not counted, so a step that raised before its
+    post-step hooks leaves nothing behind."""
+    wrapper = sys._getframe(2)  # this <- the hook <- torch's wrapper of the step
+    frame = wrapper.f_back
+    while frame is not None:
+        if frame.f_code is wrapper.f_code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager
