@@ -44,10 +44,6 @@ TYPICAL_SECONDS = 1.0
 LATEST_RUNS = 3
 
 
-def device_kind(device: str) -> str:
-    return devices.kind(device)
-
-
 def unit_name(unit_key: str) -> str:
     """``op|dtype|device`` -> ``op|dtype``: what costs are kept by, whichever device index ran it."""
     return unit_key.rsplit("|", 1)[0]
@@ -56,10 +52,10 @@ def unit_name(unit_key: str) -> str:
 def of_store(db, device: str) -> tuple[dict[str, float], set[str]]:
     """From the latest ``LATEST_RUNS`` ``ops`` runs in the store ``db`` (an sqlite3 connection) on this kind of device:
     ``op|dtype`` -> seconds (the latest run that has a unit gives its cost), and the units that hung in any of them."""
-    kind = device_kind(device)
+    kind = devices.kind(device)
     runs = [(run_id, json.loads(config or "{}").get("timeout", 60.0))
             for run_id, run_device, config in db.execute("SELECT id, device, config FROM runs WHERE command = 'ops' ORDER BY id")
-            if device_kind(run_device or "cpu") == kind][-LATEST_RUNS:]
+            if devices.kind(run_device or "cpu") == kind][-LATEST_RUNS:]
     costs: dict[str, float] = {}
     hung: set[str] = set()
     for run_id, timeout in runs:  # later runs overwrite earlier ones
@@ -82,7 +78,7 @@ def order(units: Iterable[Unit], db, device: str) -> list[Unit]:
         known, hung = of_store(db, device)
     except sqlite3.OperationalError:  # not a store yet
         known, hung = {}, set()
-    if device_kind(device) == "cpu":
+    if devices.kind(device) == "cpu":
         hung = set()
     return longest_first([u for u in units if unit_name(u.key) not in hung], known) + [u for u in units if unit_name(u.key) in hung]
 
