@@ -133,6 +133,23 @@ def test_the_sampled_oracles_cases_join_the_searched_cases_within_the_budget():
     assert notes and notes[0].startswith("search 3/"), notes
 
 
+def test_a_replay_alone_runs_the_searched_case_it_names_whatever_the_budget_chose_from_the_whole_unit():
+    # The pool replays a case that killed its worker with ``only``: the budget is spread over the whole unit's plan,
+    # so the replay must not spread it again over the one sample it plans (it chose other cases, ran none, and a
+    # crash there was called collateral with its outcome lost).
+    from torchsleuth.engine import run_unit
+
+    config = dataclasses.replace(depth(cumsum_config(samples=3), deep=False), budget=4)
+    unit = Case(op="cumsum", variant="functional", dtype="float32", device="cpu", sample=0).unit
+    begun = [c for kind, c in run_unit(unit, config) if kind == "begin"]
+    searched = [c for c in begun if Case.parse(c).edits or Case.parse(c).oracle]
+    assert len(searched) == 4 and len({Case.parse(c).sample for c in searched}) > 1
+    for case_id in searched:
+        events = list(run_unit(unit, config, only=case_id))
+        assert [c for kind, c in events if kind == "begin"] == [case_id]
+        assert [o.case.id for kind, o in events if kind == "outcome"] == [case_id]
+
+
 @pytest.mark.parametrize("text, expected", [("8", (8, 0.0)), ("8cases", (8, 0.0)), ("30s", (0, 30.0)), ("0", (0, 0.0))])
 def test_budget_reads_cases_or_seconds(text, expected):
     assert budget(text) == expected

@@ -164,16 +164,19 @@ def _run_search(unit: Unit, config: SweepConfig, planned: list[Case], skip, only
     When the budget leaves cases out, or its seconds run out, a ``("note", "search RAN/PLANNED")`` event says how
     many of the planned ones ran.
     """
+    if only is not None:  # a replay of a case the whole unit's plan chose: ``planned`` holds only its sample's cases
+        yield from (event for case in planned if case.id == only for event in _judged(case, lambda case=case: run_case(case, oracles), config, only))
+        return
     chosen = search.within(planned, config.budget)
     started, ran = time.monotonic(), 0
     for case in chosen:
         if config.budget_seconds and time.monotonic() - started > config.budget_seconds:
             break
         ran += 1
-        if case.id in skip or (only is not None and case.id != only):
+        if case.id in skip:
             continue
         yield from _judged(case, lambda case=case: run_case(case, oracles), config, only)
-    if only is None and ran < len(planned):
+    if ran < len(planned):
         yield "note", f"search {ran}/{len(planned)}"
 
 
