@@ -15,7 +15,7 @@ import pytest
 
 from torchsleuth import devices
 from torchsleuth.errors import UsageError
-from torchsleuth.run.dispatch import Callbacks, first_share
+from torchsleuth.run.dispatch import Callbacks, Leaving, first_share, in_part
 from torchsleuth.run.pool import Pool
 
 
@@ -151,8 +151,8 @@ def test_on_a_shared_gpu_a_case_is_set_aside_after_a_share_of_its_time_and_its_r
         assert seen["collateral"] == [] and seen["outcomes"] == ["a", "slow", "b"] and len(slow_runs) == 1
 
 
-def test_the_share_is_all_of_the_time_on_the_cpu_and_half_on_an_accelerator():
-    assert first_share("cpu") == 1.0 and first_share("cuda") == first_share("cuda:1") == first_share("mps") == 0.5
+def test_the_share_is_all_of_the_time_on_the_cpu_and_a_fifth_on_an_accelerator():
+    assert first_share("cpu") == 1.0 and first_share("cuda") == first_share("cuda:1") == first_share("mps") == 0.2
 
 
 def test_workers_are_spread_over_the_gpus_and_a_replacement_keeps_its_gpu(tmp_path, monkeypatch):
@@ -203,3 +203,28 @@ def test_a_case_setting_the_values_of_a_hang_set_aside_is_set_aside_unrun(tmp_pa
         assert [what for _, pid, what in _lines(log) if pid == ran[0] and what.startswith("case")] == ["case late"]  # alone
     else:
         assert seen["collateral"] == [] and seen["outcomes"] == ["a", "b", "late", "c"]
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_once_no_unit_is_left_a_unit_going_on_after_a_crash_is_split_among_the_idle_workers(tmp_path, share):
+    # Three workers: "long" crashes at its second case; "x" and "y" are done long before its replay alone and its
+    # description are, so two workers idle with nothing to hand out. The rest of "long" goes on in three parts, each
+    # case run once, in all three workers; without ``share`` its one fresh worker runs all of it.
+    log = tmp_path / "log"
+    rest = [f"c{i}" for i in range(24)]
+    pool = Pool(_work, _describe, str(log), workers=3, timeout=30, spares=1, share=(lambda unit: True) if share else None)
+    seen = _run(pool, [("long", ["a", "die", *rest]), ("x", ["x1"]), ("y", ["y1"])])
+    assert [(c, kind) for c, kind, _ in seen["failed"]] == [("die", "crash")]
+    assert sorted(seen["outcomes"]) == sorted(["a", *rest, "x1", "y1"])  # each case once: none twice, none lost
+    assert sorted(seen["done"]) == [("long", "done"), ("x", "done"), ("y", "done")]  # "long" told done once, at the end
+    assert seen["order"][-1] == ("done", ("long", "done"))
+    ran_rest = {pid for _, pid, what in _lines(log) if what in {f"case {c}" for c in rest}}
+    assert len(ran_rest) == (3 if share else 1)
+
+
+def test_a_part_leaves_out_the_cases_of_the_other_parts_and_the_parts_cover_the_unit():
+    cases = [f"op|float32|cpu|functional|{i}" for i in range(200)]
+    parts = [[c for c in cases if c not in Leaving({cases[0]}, (i, 3))] for i in range(3)]
+    assert sorted(sum(parts, [])) == sorted(cases[1:])  # a partition of what is not skipped
+    assert all(len(p) > 40 for p in parts)  # and an even one
+    assert [c for c in cases if c not in Leaving(set(), None)] == cases and in_part(cases[5], None)

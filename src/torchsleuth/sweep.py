@@ -327,11 +327,16 @@ def shrink_run(config: SweepConfig, store: Store, run_id: int, progress: Progres
             pool.close()
 
 
+def _shareable(item) -> bool:
+    """Whether the pool may split an item's rest among idle workers (run.dispatch): a unit, not a shrink job."""
+    return isinstance(item, Unit)
+
+
 def _pool(config: SweepConfig, db: str | Path, oracles: Registry) -> Pool | RayPool:
     """One pool for a sweep and its shrink stage, local or Ray (``config.executor``); an oracle's case may take its
     ``slower`` times the timeout."""
     work, options = functools.partial(_work, oracles=oracles), dict(workers=config.workers, timeout=config.timeout, threads=config.threads,
-                                                                    log=worker_log(db), slower=oracles.slower)
+                                                                    log=worker_log(db), slower=oracles.slower, share=_shareable)
     if config.executor == "ray":  # a Ray task is a process Ray keeps; it is not replaced as a local worker is
         return RayPool(work, _describe, config, address=config.ray_address, **options)
     return Pool(work, _describe, config, warm=warm, pins=[devices.pinned(i) for i in config.gpus], first=first_share(config.device),

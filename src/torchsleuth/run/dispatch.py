@@ -29,6 +29,19 @@ another sample or layout) is set aside too as soon as it begins, its worker
 ended before its kernel holds the device: it would most likely hang as well,
 and its replay at the end tells.
 
+A unit's rest is shared once nothing is left to hand out. Units go out in
+the ops' order, so a unit that crashes or hangs case after case can be the
+last one running while every other worker idles. When such a unit goes on
+after a failed case (the one moment its worker is fresh and told what to
+run) and workers are idle with no unit or replay to take, its remaining
+cases are split among them: each worker runs the unit with a ``part``
+(index, count) and leaves out the cases of the other parts (``in_part``, by a
+stable hash of the case id, so a replayed or resumed part runs the same
+cases); the unit is done when every part is. Only units ``share`` allows are
+split (the sweep's units, not the shrink stage's jobs), and a part is not
+split again. The notes a unit sends are taken from its first part only (each
+part plans the whole unit and says the same).
+
 ``Dispatcher.run`` is the loop both share: start the slots, hand out units,
 wait for whichever worker speaks, check the clocks of the others. A pool
 subclasses it and moves the messages: ``_start`` (a slot), ``_ready`` (the
@@ -42,6 +55,7 @@ in the slot), ``_kill`` (end a worker that hangs) and ``close``.
 from __future__ import annotations
 
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -52,16 +66,38 @@ from .. import devices
 SETUP_RETRIES = 1
 
 # The share of its time a case may take on a GPU the workers share before it is
-# set aside (its replay alone at the end gets the whole time): 30 s of 60. Not less:
-# cases that finish took up to 14.4 s under 16 busy workers on an H200
-# (special.erfcx, bench/cuda-sweep.md), and each one set aside costs a replay.
-ACCELERATOR_SHARE = 0.5
+# set aside (its replay alone at the end gets the whole time): 12 s of 60. While
+# hanging kernels run, every other worker's kernels wait their turns: six of them
+# (the polynomial units of a catalog sweep, each holding 30 s) took the whole
+# pool from about 1,000 cases/s to 112 (bench/cuda-sweep.md, run G). A slow case
+# set aside is no error, only a replay at the end: the slowest case that finished
+# in run H (the first at this share) took 10.6 s (special.erfcx), none was set aside
+# and passed alone.
+ACCELERATOR_SHARE = 0.2
 
 
 def first_share(device: str) -> float:
     """How much of its time a case may take before it is set aside: all of it on the CPU (a hang holds one core),
     ``ACCELERATOR_SHARE`` on an accelerator the pool's workers share (a hang holds the device for all of them)."""
     return 1.0 if devices.kind(device) == "cpu" else ACCELERATOR_SHARE
+
+
+def in_part(case_id: str, part: tuple[int, int] | None) -> bool:
+    """Whether a case belongs to ``part`` (index, count) of its unit's split (every case does when there is none)."""
+    return part is None or zlib.crc32(case_id.encode()) % part[1] == part[0]
+
+
+class Leaving(frozenset):
+    """The cases a worker leaves out of its unit: those in ``skip`` and, for a part of a split unit, the other parts'
+    (``case_id in leaving`` is all the engine asks)."""
+
+    def __new__(cls, skip, part: tuple[int, int] | None):
+        made = super().__new__(cls, skip)
+        made.part = part
+        return made
+
+    def __contains__(self, case_id) -> bool:
+        return frozenset.__contains__(self, case_id) or not in_part(case_id, self.part)
 
 
 @dataclass
@@ -88,6 +124,7 @@ class Slot:
     replaying: str | None = None  # case id being replayed alone after a failure
     set_aside: bool = False  # the replay is of a hang set aside: once settled, the slot takes the next unit
     describing: tuple | None = None  # (case_id, kind, how) waiting for its description
+    part: tuple[int, int] | None = None  # (index, count): this slot runs one part of its split unit
 
 
 class Dispatcher:
@@ -99,6 +136,7 @@ class Dispatcher:
     slower: Callable[[str], float]  # a case id -> how many timeouts it may take
     first: float = 1.0  # the share of its time a case may take before it is set aside, unless it is a replay (first_share)
     kin: Callable[[str], str | None] | None = None  # a case id -> what it shares with the cases that hang with it
+    share: Callable[[object], bool] | None = None  # whether a unit's rest may be split among idle workers
     cb: Callbacks
     queue: list
     slots: list
@@ -116,6 +154,7 @@ class Dispatcher:
         self.unsettled: dict[int, int] = {}  # id(unit) -> its hangs set aside and not yet settled
         self.ended: dict[int, tuple[object, str, str]] = {}  # id(unit) -> (unit, state, detail): done, waiting for those
         self.hung: dict[int, set[str]] = {}  # id(unit) -> the kin of its hangs set aside
+        self.parts: dict[int, list] = {}  # id(unit) -> [parts still running, what a part that failed said]
         try:
             while len(self.slots) < min(self.workers, len(self.queue)):
                 self.slots.append(self._start())
@@ -173,7 +212,7 @@ class Dispatcher:
         return max(0.05, min(left)) if left else 1.0
 
     def _next_unit(self, slot: Slot) -> None:
-        slot.unit, slot.in_flight, slot.replaying, slot.describing, slot.set_aside = None, None, None, None, False
+        slot.unit, slot.in_flight, slot.replaying, slot.describing, slot.set_aside, slot.part = None, None, None, None, False, None
         if not self.queue and self.later:  # no unit left: replay a hang set aside, alone in a fresh worker
             slot.unit, case_id, _ = self.later.pop(0)
             slot.skip, slot.replaying, slot.set_aside = set(), case_id, True
@@ -212,12 +251,13 @@ class Dispatcher:
             slot.in_flight = None
             self.cb.on_outcome(slot.unit, payload)
         elif kind == "note":
-            self.cb.on_note(slot.unit, payload)
+            if slot.part is None or slot.part[0] == 0:
+                self.cb.on_note(slot.unit, payload)
         elif kind == "described":
             self._described(slot, payload)
         elif kind == "lost":  # the worker is gone; a fresh one goes on with the unit
             self._replace(slot)
-            self._send_run(slot)
+            self._resume(slot)
             return False
         elif kind == "done" and slot.replaying is not None:
             self.cb.on_collateral(slot.unit, slot.replaying, "it passed when run alone in a fresh worker")
@@ -226,18 +266,31 @@ class Dispatcher:
             self._go_on(slot)
             return False
         elif kind in ("done", "failed"):
-            if self.unsettled.get(id(slot.unit)):  # a hang of this unit is set aside: done once it is settled
-                self.ended[id(slot.unit)] = (slot.unit, kind, payload or "")
-            else:
-                self.cb.on_unit_done(slot.unit, kind, payload or "")
-            self._next_unit(slot)
+            self._ended(slot, kind, payload or "")
             return False
         return True
+
+    def _ended(self, slot: Slot, state: str, detail: str) -> None:
+        """The slot's worker is through with its unit ("done", or "failed" and why); the slot takes the next."""
+        key = id(slot.unit)
+        parts = self.parts.get(key)
+        if parts is not None:  # a part of a split unit: the unit ends with its last part
+            parts[0] -= 1
+            parts[1] = parts[1] or (detail if state == "failed" else "")
+            if parts[0]:
+                return self._next_unit(slot)
+            del self.parts[key]
+            state, detail = ("failed", parts[1]) if parts[1] else (state, detail)
+        if self.unsettled.get(key):  # a hang of this unit is set aside: done once it is settled
+            self.ended[key] = (slot.unit, state, detail)
+        else:
+            self.cb.on_unit_done(slot.unit, state, detail)
+        self._next_unit(slot)
 
     def _go_on(self, slot: Slot) -> None:
         """After a failed case is settled: the rest of the unit, or, for a hang set aside, the next unit."""
         if not slot.set_aside:
-            return self._send_run(slot)
+            return self._resume(slot)
         key = id(slot.unit)
         self.unsettled[key] -= 1
         if not self.unsettled[key] and key in self.ended:
@@ -263,8 +316,7 @@ class Dispatcher:
         slot.setup_failures += 1
         self._replace(slot)
         if slot.setup_failures > SETUP_RETRIES:
-            self.cb.on_unit_done(slot.unit, "failed", how)
-            self._next_unit(slot)
+            self._ended(slot, "failed", how)
         else:
             self._send_run(slot)
 
@@ -279,10 +331,10 @@ class Dispatcher:
             if kin is not None:
                 self.hung.setdefault(id(slot.unit), set()).add(kin)
             slot.skip.add(case_id)
-            self._send_run(slot)
             for idle in self.slots:  # a worker with no unit left to take replays it now
-                if idle.unit is None and not self.queue and self.later:
+                if idle.unit is None and idle is not slot and not self.queue and self.later:
                     self._next_unit(idle)
+            self._resume(slot)
         elif slot.replaying == case_id:
             slot.replaying = None
             slot.skip.add(case_id)
@@ -291,3 +343,17 @@ class Dispatcher:
         else:
             slot.replaying = case_id
             self._send_run(slot, only=case_id)
+
+    def _resume(self, slot: Slot) -> None:
+        """The rest of the slot's unit in its fresh worker; shared with the idle workers when nothing is left to hand
+        out (see the design note)."""
+        idle = [other for other in self.slots if other.unit is None and other is not slot]
+        if idle and not self.queue and not self.later and slot.part is None and self.share is not None and self.share(slot.unit):
+            count = len(idle) + 1
+            parts = self.parts.setdefault(id(slot.unit), [1, ""])
+            parts[0] += len(idle)
+            slot.part = (0, count)
+            for index, other in enumerate(idle, 1):
+                other.unit, other.skip, other.part, other.setup_failures = slot.unit, set(slot.skip), (index, count), 0
+                self._send_run(other)
+        self._send_run(slot)

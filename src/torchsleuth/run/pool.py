@@ -40,8 +40,9 @@ parent's environment as it is when the worker starts, as a spawned one does.
 Beside other accelerators (not measured) the workers are spawned. And once a pool has replaced a worker, it
 keeps ``spares`` more started and warmed (``warm(config)`` run before the worker
 waits for work: the catalog loaded, the device's context made), and a replacement
-takes a spare that is ready; the pool starts another in its place. A pool whose
-workers never die never starts one.
+takes a spare that is ready; the pool starts another in its place (up to half
+the workers once no unit is left to hand out: the units still running then are
+those that crash case after case). A pool whose workers never die never starts one.
 
 Every worker hashes strings alike (``hash_seed``: the parent's
 ``PYTHONHASHSEED``, or 0). Python seeds its string hash per process, and
@@ -77,7 +78,7 @@ from typing import Callable
 
 from .. import devices
 from ..errors import UsageError
-from .dispatch import Dispatcher, Slot
+from .dispatch import Dispatcher, Leaving, Slot
 
 
 class DeviceLost(Exception):
@@ -116,8 +117,8 @@ def _worker_main(conn: Connection, work: Callable, describe: Callable, config, t
             except Exception:
                 conn.send(("described", None))
             continue
-        skip, only = rest
-        for event in unit_events(work, unit, config, frozenset(skip), only):
+        skip, only, part = rest
+        for event in unit_events(work, unit, config, Leaving(skip, part), only):
             conn.send(event)
             if event[0] == "lost":  # the device no longer works in this process: end it
                 conn.close()
@@ -234,9 +235,9 @@ class Pool(Dispatcher):
     def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1, log: str | None = None,
                  slower: Callable[[str], float] = lambda case_id: 1.0, warm: Callable | None = None, spares: int | None = None,
                  pins: list[dict] | None = None, first: float = 1.0, start: str | None = None, preload: tuple[str, ...] = (),
-                 kin: Callable[[str], str | None] | None = None):
+                 kin: Callable[[str], str | None] | None = None, share: Callable[[object], bool] | None = None):
         self.work, self.describe, self.config, self.log, self.warm = work, describe, config, log, warm
-        self.first, self.kin = first, kin  # see run.dispatch's design note
+        self.first, self.kin, self.share = first, kin, share  # see run.dispatch's design note
         self.workers, self.timeout, self.threads = max(1, workers), timeout, threads
         self.slower = slower  # a case id -> how many timeouts it may take (a compile takes longer than a call)
         self.spares = default_spares(self.workers) if spares is None else spares
@@ -275,8 +276,14 @@ class Pool(Dispatcher):
             self._kill(slot)
         fresh = self._take_spare(slot.pin) or self._start(slot.pin)
         slot.process, slot.conn, slot.in_flight = fresh.process, fresh.conn, None
-        while len(self.spare) < self.spares:  # started now, warm by the next replacement; where the last was needed
+        while len(self.spare) < self._spares_wanted():  # started now, warm by the next replacement; where the last was needed
             self.spare.append(self._start(slot.pin))
+
+    def _spares_wanted(self) -> int:
+        """``spares``; half the workers once no unit is left to hand out, when the units still running are the ones
+        that crash case after case (their rest split among the workers: run.dispatch) and each crash would wait for
+        a start."""
+        return self.spares if getattr(self, "queue", None) else max(self.spares, self.workers // 2)
 
     def _take_spare(self, pin: dict | None) -> _Slot | None:
         """A spare worker still alive with this pin (the oldest, the likeliest to be warm), or None."""
@@ -297,7 +304,7 @@ class Pool(Dispatcher):
         slot.conn.close()
 
     def _send_run(self, slot: _Slot, only: str | None = None) -> None:
-        slot.conn.send(("run", slot.unit, slot.skip, only))
+        slot.conn.send(("run", slot.unit, slot.skip, only, slot.part))
 
     def _send_describe(self, slot: _Slot, case_id: str) -> None:
         slot.conn.send(("describe", slot.unit, case_id))

@@ -40,7 +40,7 @@ from typing import Callable
 
 from .. import devices
 from ..errors import UsageError
-from .dispatch import Dispatcher, Slot
+from .dispatch import Dispatcher, Leaving, Slot
 from .pool import hash_seed, unit_events
 
 # Seconds to wait for a --ray-address to accept a connection before saying it does not answer.
@@ -155,7 +155,7 @@ def _s(count: int) -> str:
 # --- in the Ray worker -------------------------------------------------------------------------
 
 
-def _unit_events(shared: tuple, unit, skip: frozenset, only: str | None):
+def _unit_events(shared: tuple, unit, skip: frozenset, only: str | None, part: tuple[int, int] | None = None):
     """The Ray task of a unit: where it runs, then the local pool's events (run.pool.unit_events)."""
     import ray
     import torch
@@ -164,7 +164,7 @@ def _unit_events(shared: tuple, unit, skip: frozenset, only: str | None):
     torch.set_num_threads(max(1, threads))
     yield "where", f"{ray.util.get_node_ip_address()} (node {ray.get_runtime_context().get_node_id()[:8]})"
     # after "lost" the task ends, and its worker process with it (max_calls=1 on an accelerator)
-    yield from unit_events(work, unit, config, skip, only)
+    yield from unit_events(work, unit, config, Leaving(skip, part), only)
 
 
 def _description(shared: tuple, unit, case_id: str):
@@ -189,11 +189,12 @@ class RayPool(Dispatcher):
     """``run.pool.Pool`` over Ray tasks (see the design note); ``address`` as for ``connect``. ``log`` is Ray's own."""
 
     def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1,
-                 log: str | None = None, slower: Callable[[str], float] = lambda case_id: 1.0, address: str | None = None):
+                 log: str | None = None, slower: Callable[[str], float] = lambda case_id: 1.0, address: str | None = None,
+                 share: Callable[[object], bool] | None = None):
         import ray
 
         self.cluster = connect(address)
-        self.workers, self.timeout, self.threads, self.slower = max(1, workers), timeout, threads, slower
+        self.workers, self.timeout, self.threads, self.slower, self.share = max(1, workers), timeout, threads, slower, share
         device = devices.kind(str(getattr(config, "device", "cpu")))
         self.cluster.capacity(device, threads)  # a cluster that has nothing to run a unit on is an error, not a wait
         self.resources = {"num_cpus": max(1, threads), **({"num_gpus": 1} if device == "cuda" else {})}
@@ -230,7 +231,7 @@ class RayPool(Dispatcher):
     # --- the dispatcher's transport ------------------------------------------------------------
 
     def _send_run(self, slot: _RaySlot, only: str | None = None) -> None:
-        slot.task = self.unit_task.options(**self.resources).remote(self.shared, slot.unit, frozenset(slot.skip), only)
+        slot.task = self.unit_task.options(**self.resources).remote(self.shared, slot.unit, frozenset(slot.skip), only, slot.part)
 
     def _send_describe(self, slot: _RaySlot, case_id: str) -> None:
         slot.task = self.describe_task.options(**self.resources).remote(self.shared, slot.unit, case_id)
