@@ -119,6 +119,13 @@ def read(path: str) -> int:
     for unit, wall in sorted(walls.items(), key=lambda kv: -kv[1])[:40]:
         print(f"  {unit:60s} {wall:7.1f} {own.get(unit, 0):7.1f} {cases.get(unit, 0):6d} {replaced[unit]:4d}")
     print("\ncases done over time:", [(e["t"], e["cases"]) for e in events if set(e) == {"t", "cases"}][::3])
+    print("\nslowest cases (s, status):")
+    for case_id, seconds, status in db.execute("SELECT case_id, seconds, status FROM outcomes ORDER BY seconds DESC LIMIT 12"):
+        print(f"  {seconds:7.2f} {status:8s} {case_id[:150]}")
+    notes = collections.Counter(kind for (kind,) in db.execute("SELECT kind FROM notes"))
+    failed = collections.Counter(kind for (kind,) in db.execute("SELECT kind FROM findings WHERE kind IN ('crash', 'hang')"))
+    print(f"\ncollateral (a case set aside or killed with its worker that passed alone): {notes['collateral']}; "
+          f"crash findings {failed['crash']}, hang findings {failed['hang']}")
     return 0
 
 

@@ -32,17 +32,20 @@ MARK = "synchronizing CUDA operation"
 SOURCE = os.sep + "torchsleuth" + os.sep
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(doc: str, top: int):
+    """The options this script and bench/kernels.py share, parsed."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--ops", metavar="SPEC")
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--top", type=int, default=top)
     parser.add_argument("--out", metavar="DIR", required=True)
-    args = parser.parse_args()
-    import torch
+    return parser.parse_args()
 
+
+def catalog_sample(args):
+    """The catalog config and its shuffled units, the oracles imported and the device's context made."""
     from torchsleuth import engine
     from torchsleuth.judge.plugin import BUILTIN
 
@@ -51,7 +54,24 @@ def main() -> int:
         BUILTIN.get(name)
     units = sweep_profile.shuffled_units(config)
     engine.device_works(config.device)
+    return config, units
 
+
+def let_warnings_through(show) -> None:
+    """Every warning to ``show``, the sweep's own filters and ``catch_warnings`` disabled (run alone)."""
+    warnings.showwarning = show
+    warnings.simplefilter("always")
+    warnings.catch_warnings = lambda *a, **k: contextlib.nullcontext()  # the sweep's own filters would drop them
+    warnings.simplefilter = lambda *a, **k: None
+
+
+def main() -> int:
+    args = arguments(__doc__, 40)
+    import torch
+
+    from torchsleuth import engine
+
+    config, units = catalog_sample(args)
     lines: collections.Counter = collections.Counter()
     phases: collections.Counter = collections.Counter()
 
@@ -67,10 +87,7 @@ def main() -> int:
         below = [f for f in ours if not f.filename.endswith("engine.py")]
         phases[f"{below[0].filename.split(SOURCE, 1)[1]} {below[0].name}" if below else "engine"] += 1
 
-    warnings.showwarning = show
-    warnings.simplefilter("always")
-    warnings.catch_warnings = lambda *a, **k: contextlib.nullcontext()  # the sweep's own filters would drop them
-    warnings.simplefilter = lambda *a, **k: None
+    let_warnings_through(show)
     if config.device.startswith("cuda"):
         torch.cuda.set_sync_debug_mode("warn")
     cases, kinds, started, done = 0, collections.Counter(), time.perf_counter(), 0
