@@ -34,7 +34,7 @@ from typing import Iterable
 from .. import devices
 from ..cases.records import Case, Unit
 
-# a hang is the case and its replay alone, each stopped at the timeout (on a shared GPU the first at half of it)
+# a hang is the case and its replay alone, each stopped at the timeout (on a shared GPU the first at a fifth of it)
 HANG_TIMEOUTS = 2
 # a crash is two worker starts (the crash and its replay alone); 10-15 s each beside a GPU
 CRASH_SECONDS = 30.0
