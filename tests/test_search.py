@@ -150,6 +150,19 @@ def test_a_replay_alone_runs_the_searched_case_it_names_whatever_the_budget_chos
         assert [o.case.id for kind, o in events if kind == "outcome"] == [case_id]
 
 
+def test_the_parts_of_a_split_unit_run_every_case_of_the_unit_once_between_them():
+    # The pool splits a straggler's rest among idle workers (run.dispatch): each worker runs the unit leaving out the
+    # other parts' cases. Every case the whole unit runs, searched and sampled ones included, runs in exactly one part.
+    from torchsleuth.engine import run_unit
+    from torchsleuth.run.dispatch import Leaving
+
+    config = dataclasses.replace(depth(cumsum_config(samples=3), deep=False), budget=4)
+    unit = Case(op="cumsum", variant="functional", dtype="float32", device="cpu", sample=0).unit
+    whole = [c for kind, c in run_unit(unit, config) if kind == "begin"]
+    parts = [[c for kind, c in run_unit(unit, config, Leaving(set(), (i, 3))) if kind == "begin"] for i in range(3)]
+    assert sorted(sum(parts, [])) == sorted(whole) and all(parts)
+
+
 @pytest.mark.parametrize("text, expected", [("8", (8, 0.0)), ("8cases", (8, 0.0)), ("30s", (0, 30.0)), ("0", (0, 0.0))])
 def test_budget_reads_cases_or_seconds(text, expected):
     assert budget(text) == expected
