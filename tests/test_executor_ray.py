@@ -114,6 +114,18 @@ def test_a_hanging_case_has_its_task_cancelled_and_is_a_hang(ray_instance, tmp_p
     assert "no answer after 3 s" in hangs[0].detail and result.statuses.get("pass")
 
 
+def test_what_one_sweeps_imports_register_never_reaches_another_sweeps_tasks(ray_instance, tmp_path):
+    # The first sweep imports the plant that kills neg's process on a transposed input, but sweeps only contiguous
+    # inputs, so the Ray workers that ran it live on with the plant registered. A sweep without the import, on the
+    # same Ray instance, must not run in them: its transposed neg is clean.
+    hidden = SweepConfig(ops=resolve_ops("neg,abs,sgn,exp"), dtypes=("float32",), variants=("functional",), layouts=("contiguous",),
+                         samples=1, workers=2, imports=(f"{PLANTS}.crash",), shrink=False, executor="ray")
+    assert not sweep(hidden, db=tmp_path / "planted.db").findings
+    clean = dataclasses.replace(hidden, ops=resolve_ops("neg"), layouts=("contiguous", "transposed"), imports=())
+    result = sweep(clean, db=tmp_path / "clean.db")
+    assert not result.findings and result.statuses.get("pass") == result.cases, [f.summary for f in result.findings]
+
+
 class _StopAfter(Silent):
     """A progress that interrupts the sweep after some outcomes, as ^C or a kill of the driver would."""
 

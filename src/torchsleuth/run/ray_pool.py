@@ -22,7 +22,11 @@ so that ``begin`` is in the driver's hands before the case runs; without it a
 worker that dies takes its unread events with it, and the driver would blame
 the wrong case. And a task on an accelerator runs once per worker process
 (``max_calls=1``, Ray's own default for GPU tasks): a CUDA error poisons the
-process, and the next unit gets a fresh one.
+process, and the next unit gets a fresh one. A sweep with ``--import``
+modules runs its tasks in a runtime environment of its own (an environment
+variable naming them): Ray keeps the worker processes of each environment
+apart, so what those modules register (a kernel overridden with
+``torch.library``) never reaches another sweep's tasks on the same cluster.
 
 Ray is optional (``pip install 'torchsleuth[ray]'``): this module imports it
 only inside functions, and ``connect`` turns its absence, or a cluster that
@@ -198,6 +202,9 @@ class RayPool(Dispatcher):
         device = devices.kind(str(getattr(config, "device", "cpu")))
         self.cluster.capacity(device, threads)  # a cluster that has nothing to run a unit on is an error, not a wait
         self.resources = {"num_cpus": max(1, threads), **({"num_gpus": 1} if device == "cuda" else {})}
+        imports = tuple(getattr(config, "imports", ()) or ())
+        if imports:  # what a --import registers stays in its process: Ray keeps the workers of each environment apart
+            self.resources["runtime_env"] = {"env_vars": {"TORCHSLEUTH_IMPORTS": ",".join(imports)}}
         once = {"max_calls": 1} if device != "cpu" else {}
         self.unit_task = ray.remote(num_returns="streaming", max_retries=0, _generator_backpressure_num_objects=1, **once)(_unit_events)
         self.describe_task = ray.remote(max_retries=0, **once)(_description)
