@@ -165,7 +165,9 @@ def _run_search(unit: Unit, config: SweepConfig, planned: list[Case], skip, only
     many of the planned ones ran.
     """
     if only is not None:  # a replay of a case the whole unit's plan chose: ``planned`` holds only its sample's cases
-        yield from (event for case in planned if case.id == only for event in _judged(case, lambda case=case: run_case(case, oracles), config, only))
+        for case in planned:
+            if case.id == only:
+                yield from _judged(case, lambda case=case: run_case(case, oracles), config, only)
         return
     chosen = search.within(planned, config.budget)
     started, ran = time.monotonic(), 0

@@ -332,7 +332,7 @@ class Dispatcher:
                 self.hung.setdefault(id(slot.unit), set()).add(kin)
             slot.skip.add(case_id)
             for idle in self.slots:  # a worker with no unit left to take replays it now
-                if idle.unit is None and idle is not slot and not self.queue and self.later:
+                if idle.unit is None and not self.queue and self.later:
                     self._next_unit(idle)
             self._resume(slot)
         elif slot.replaying == case_id:

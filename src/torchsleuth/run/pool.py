@@ -283,7 +283,7 @@ class Pool(Dispatcher):
         """``spares``; half the workers once no unit is left to hand out, when the units still running are the ones
         that crash case after case (their rest split among the workers: run.dispatch) and each crash would wait for
         a start."""
-        return self.spares if getattr(self, "queue", None) else max(self.spares, self.workers // 2)
+        return self.spares if self.queue else max(self.spares, self.workers // 2)
 
     def _take_spare(self, pin: dict | None) -> _Slot | None:
         """A spare worker still alive with this pin (the oldest, the likeliest to be warm), or None."""
