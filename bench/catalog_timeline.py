@@ -114,6 +114,9 @@ def read(path: str) -> int:
     print(f"{len(done)} units done of {len(begun)} begun; {sum(cases.values()):,} cases; last event at {end:.1f} s; "
           f"{len(starts)} worker starts ({sum(1 for s in starts if s['why'] == 'replace')} replacements, {method})")
     print(f"unit wall seconds in all {sum(walls.values()):,.0f}; case seconds in all {sum(own.values()):,.0f}")
+    first, last = min(begun.values(), default=0.0), max(done.values(), default=end)
+    print(f"first unit handed out at {first:.1f} s, last done at {last:.1f} s: "
+          f"{sum(cases.values()) / max(last - first, 1e-9):,.0f} cases/s between")
     print("\nlongest units (wall s, case s, cases, replacements):")
     replaced = collections.Counter(s["worker"] for s in starts if s["why"] == "replace")
     for unit, wall in sorted(walls.items(), key=lambda kv: -kv[1])[:40]:

@@ -9,6 +9,9 @@ by ``CUDA_VISIBLE_DEVICES`` (``pinned``), so inside it that GPU is the only one,
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 
 import torch
 
@@ -68,3 +71,44 @@ def pinned(index: int) -> dict[str, str]:
     if visible is not None and visible.strip():
         return {"CUDA_VISIBLE_DEVICES": visible.split(",")[index].strip()}
     return {"CUDA_VISIBLE_DEVICES": str(index)}
+
+
+# NVIDIA MPS runs the CUDA work of many processes in one server's context, and a
+# memory fault of one client (an illegal address) ends the work of every client
+# running then (a device-side assert stays in its client). A sweep's workers make
+# kernels fault on purpose, so under MPS one worker's crash is charged to the
+# cases the others were running: on an H200 a whole-catalog sweep under MPS
+# reported addmm and addmv as crashing, stalled for a minute, and replaced 519
+# workers (bench/cuda-sweep.md). Workers therefore make ordinary contexts: pointed
+# at a pipe directory with no control daemon in it, CUDA does not connect to the
+# server (measured there: a process outside it survives another's illegal address).
+MPS_PIPE = "CUDA_MPS_PIPE_DIRECTORY"
+MPS_DEFAULT_PIPE = "/tmp/nvidia-mps"
+
+
+def mps_pipe() -> str | None:
+    """The pipe directory of an NVIDIA MPS control daemon this process's CUDA would connect to, or None."""
+    directory = os.environ.get(MPS_PIPE) or MPS_DEFAULT_PIPE
+    return directory if os.path.exists(os.path.join(directory, "control")) else None
+
+
+def outside_mps(device: str, *, works=None) -> dict[str, str] | None:
+    """The environment that keeps a sweep's workers out of an MPS server: ``{}`` where none is running (or the device
+    is no CUDA GPU), None where the workers cannot leave it (the GPU is in exclusive-process mode, so only the server
+    may make a context there: ``works(environment)`` says whether a process with it can use the GPU)."""
+    if kind(device) != "cuda" or mps_pipe() is None:
+        return {}
+    empty = os.path.join(tempfile.gettempdir(), f"torchsleuth-outside-mps-{os.getuid()}")
+    os.makedirs(empty, exist_ok=True)
+    environment = {MPS_PIPE: empty}
+    return environment if (works or _gpu_works)(environment) else None
+
+
+def _gpu_works(environment: dict[str, str]) -> bool:
+    """Whether a fresh interpreter with ``environment`` can run a kernel on the GPU (this process makes no context)."""
+    check = "import torch; torch.ones(1, device='cuda').add_(1).cpu()"
+    try:
+        done = subprocess.run([sys.executable, "-c", check], env={**os.environ, **environment}, capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0

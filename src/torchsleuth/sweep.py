@@ -339,8 +339,12 @@ def _pool(config: SweepConfig, db: str | Path, oracles: Registry) -> Pool | RayP
                                                                     log=worker_log(db), slower=oracles.slower, share=_shareable)
     if config.executor == "ray":  # a Ray task is a process Ray keeps; it is not replaced as a local worker is
         return RayPool(work, _describe, config, address=config.ray_address, **options)
+    outside, remark = devices.outside_mps(config.device), ""
+    if outside is None and config.workers > 1:  # one worker's device fault would end the others' cases (devices.outside_mps)
+        options["workers"] = 1
+        remark = "one worker: the GPU's NVIDIA MPS server holds it exclusively, and under MPS one worker's device fault ends the others' cases"
     return Pool(work, _describe, config, warm=warm, pins=[devices.pinned(i) for i in config.gpus], first=first_share(config.device),
-                start=default_start(config.device), preload=(__name__,), kin=edits.kin, **options)
+                start=default_start(config.device), preload=(__name__,), kin=edits.kin, environ=outside, remark=remark, **options)
 
 
 def worker_log(db: str | Path) -> str:

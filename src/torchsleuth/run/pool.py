@@ -235,8 +235,10 @@ class Pool(Dispatcher):
     def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1, log: str | None = None,
                  slower: Callable[[str], float] = lambda case_id: 1.0, warm: Callable | None = None, spares: int | None = None,
                  pins: list[dict] | None = None, first: float = 1.0, start: str | None = None, preload: tuple[str, ...] = (),
-                 kin: Callable[[str], str | None] | None = None, share: Callable[[object], bool] | None = None):
+                 kin: Callable[[str], str | None] | None = None, share: Callable[[object], bool] | None = None,
+                 environ: dict[str, str] | None = None, remark: str = ""):
         self.work, self.describe, self.config, self.log, self.warm = work, describe, config, log, warm
+        self.environ, self.remark = dict(environ or {}), remark  # what every worker's environment adds; said by where()
         self.first, self.kin, self.share = first, kin, share  # see run.dispatch's design note
         self.workers, self.timeout, self.threads = max(1, workers), timeout, threads
         self.slower = slower  # a case id -> how many timeouts it may take (a compile takes longer than a call)
@@ -261,7 +263,7 @@ class Pool(Dispatcher):
             self.context = start_context(self.start, self.preload)
         forked = self.context.get_start_method() == "forkserver"
         parent, child = self.context.Pipe()
-        changes = {**hash_seed(), **(pin or {})}
+        changes = {**hash_seed(), **self.environ, **(pin or {})}
         environ = {**os.environ, **changes} if forked else None  # a spawned interpreter starts with os.environ
         process = self.context.Process(target=_worker_main, args=(child, self.work, self.describe, self.config, self.threads, self.log, self.warm,
                                                                   environ), daemon=True)
@@ -313,7 +315,9 @@ class Pool(Dispatcher):
         """Where the cases ran, for the run's notes."""
         gpus = f" over GPUs {', '.join(p['CUDA_VISIBLE_DEVICES'] for p in self.pins)}" if self.pins else ""
         started = {"forkserver": ", forked from a fork server", "spawn": ", spawned"}.get(self.context and self.context.get_start_method(), "")
-        return f"local pool, {self.workers} worker{'s' if self.workers != 1 else ''}{gpus}{started}: {self.outcomes} cases on this machine"
+        mps = ", outside the NVIDIA MPS server" if devices.MPS_PIPE in self.environ else ""
+        remark = f" ({self.remark})" if self.remark else ""
+        return f"local pool, {self.workers} worker{'s' if self.workers != 1 else ''}{gpus}{started}{mps}{remark}: {self.outcomes} cases on this machine"
 
     # --- events -----------------------------------------------------------------------------
 
