@@ -275,7 +275,11 @@ def test_a_crash_in_the_oracles_own_calls_gets_a_script_that_says_so():
                       reference="isolation", case_id="lu_unpack|functional|float32|cpu|s0|contiguous|@large:rows=65535", layouts=(),
                       summary="lu_unpack crashes", mismatch=None, call=None, detail="the worker died of SIGABRT")
     text = repro.script(finding)
-    assert "--workers 1" in text and "dim 0 doubled" in text and "sys.exit(2)" in text
+    assert "where was not recorded" in text and "dim 0 doubled" in text and "sys.exit(2)" in text
+    # where the pool recorded the place the worker died (run.faults), the script names it
+    place = "run/call.py:240 compute < oracles/large/oracle.py:120 probe"
+    text = repro.script(dataclasses.replace(finding, detail=f"the worker died of SIGABRT at {place}"))
+    assert f"at {place} (the innermost frames" in text and "not recorded" not in text and "sys.exit(2)" in text
 
 
 def test_the_repro_of_a_rows_finding_exits_1_with_the_plant_and_0_without(plant, tmp_path):

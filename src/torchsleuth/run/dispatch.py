@@ -204,6 +204,10 @@ class Dispatcher:
     def _kill(self, slot: Slot) -> None:
         raise NotImplementedError
 
+    def _last_words(self, slot: Slot) -> str:
+        """Where in its case the slot's worker died or hangs, as `` at PLACE`` (run.faults); '' where unknown."""
+        return ""
+
     # --- shared ----------------------------------------------------------------------------
 
     def _wait_time(self, busy: list[Slot]) -> float:
@@ -232,8 +236,9 @@ class Dispatcher:
             self._kill(slot)
             self._described(slot, None)
         elif slot.in_flight is not None and time.monotonic() - slot.since > slot.limit:
+            where = self._last_words(slot) if slot.replaying == slot.in_flight else ""  # only a replay's hang is reported
             self._kill(slot)
-            self._case_failed(slot, "hang", f"no answer after {slot.limit:g} s")
+            self._case_failed(slot, "hang", f"no answer after {slot.limit:g} s{where}")
 
     def _event(self, slot: Slot, kind: str, payload) -> bool:
         """One event from the slot's worker; False when the worker's stream is done with (read no further)."""
@@ -311,7 +316,7 @@ class Dispatcher:
         if slot.describing is not None:
             return self._described(slot, None)
         if slot.in_flight is not None:
-            return self._case_failed(slot, "crash", how)
+            return self._case_failed(slot, "crash", how + self._last_words(slot))
         # died outside any case: retry the unit once, then give up on it
         slot.setup_failures += 1
         self._replace(slot)

@@ -69,8 +69,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -78,6 +80,7 @@ from typing import Callable
 
 from .. import devices
 from ..errors import UsageError
+from . import faults
 from .dispatch import Dispatcher, Leaving, Slot
 
 
@@ -86,7 +89,7 @@ class DeviceLost(Exception):
 
 
 def _worker_main(conn: Connection, work: Callable, describe: Callable, config, threads: int, log: str | None,
-                 warm: Callable | None = None, environ: dict | None = None) -> None:
+                 warm: Callable | None = None, environ: dict | None = None, stacks: str | None = None) -> None:
     if environ is not None:  # forked from the server: the parent's environment now, not the server's
         os.environ.clear()
         os.environ.update(environ)
@@ -98,6 +101,8 @@ def _worker_main(conn: Connection, work: Callable, describe: Callable, config, t
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
+    if stacks is not None:  # where this worker's Python stacks go when it dies or is asked (run.faults)
+        faults.arm(stacks)
     import torch
 
     torch.set_num_threads(max(1, threads))
@@ -249,6 +254,7 @@ class Pool(Dispatcher):
         self.spare: list[_Slot] = []  # started workers waiting for a slot (none until the first replacement)
         self.started = 0  # worker processes started, spares included
         self.pins = list(pins or [])
+        self.stacks: str | None = None  # the directory the workers' stacks are written to (run.faults), made at the first start
 
     def _ready(self, busy: list[_Slot], timeout: float) -> list[_Slot]:
         ready = wait([slot.conn for slot in busy], timeout=timeout)
@@ -265,8 +271,10 @@ class Pool(Dispatcher):
         parent, child = self.context.Pipe()
         changes = {**hash_seed(), **self.environ, **(pin or {})}
         environ = {**os.environ, **changes} if forked else None  # a spawned interpreter starts with os.environ
+        if self.stacks is None:
+            self.stacks = tempfile.mkdtemp(prefix="torchsleuth-stacks-")
         process = self.context.Process(target=_worker_main, args=(child, self.work, self.describe, self.config, self.threads, self.log, self.warm,
-                                                                  environ), daemon=True)
+                                                                  environ, self.stacks), daemon=True)
         with _environ(changes):
             process.start()
         child.close()
@@ -298,6 +306,14 @@ class Pool(Dispatcher):
                 self.spare.remove(spare)
                 return spare
         return None
+
+    def _last_words(self, slot: _Slot) -> str:
+        """Where the slot's worker died or hangs (run.faults): asked first when it is still alive."""
+        if self.stacks is None:
+            return ""
+        if slot.process.is_alive():
+            faults.ask(slot.process.pid, self.stacks)
+        return faults.place(slot.process.pid, self.stacks)
 
     def _kill(self, slot: _Slot) -> None:
         if slot.process.is_alive():
@@ -350,6 +366,9 @@ class Pool(Dispatcher):
                 slot.process.kill()
                 slot.process.join(timeout=2)
         self.slots = []
+        if self.stacks is not None:
+            shutil.rmtree(self.stacks, ignore_errors=True)
+            self.stacks = None
 
 
 def _describe_exit(code: int | None) -> str:

@@ -41,9 +41,7 @@ CHECKS = {FORWARD: mains.check_first, SECOND: mains.check_second}
 def script(finding: Finding, torch_version: str) -> str | None:
     """The finding's standalone script; None where the generic one applies (no call to write out)."""
     if finding.kind in ("crash", "hang"):
-        why = (f"the worker died in one of the autodiff oracle's own derivatives of the call; rerun the case {finding.case_id!r} "
-               "with --workers 1 to see which")
-        return parts.no_repro(finding, torch_version, why)
+        return parts.died_in_steps(finding, torch_version, "the autodiff oracle's own derivatives of the call")
     if finding.kind != "gradient_mismatch":
         return None
     call, detail, answer = parts.recorded(finding, Detail, torch_version, "the derivatives compared")

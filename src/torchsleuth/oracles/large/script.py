@@ -108,10 +108,9 @@ def main():
 def script(finding: Finding, torch_version: str) -> str | None:
     """The finding's standalone script; None for a stretched case's finding (the generic script applies)."""
     if finding.kind in ("crash", "hang"):
-        why = (f"the worker died in one of the large oracle's own calls (a probe's large tensors; for large:rows the "
-               f"sample with one argument's dim 0 doubled or tiled, which a kernel that does not check its arguments' "
-               f"shapes can crash on); rerun the case {finding.case_id!r} with --workers 1 to see which")
-        return parts.no_repro(finding, torch_version, why)
+        return parts.died_in_steps(finding, torch_version, "the large oracle's own calls (a probe's large tensors; for large:rows the "
+                                   "sample with one argument's dim 0 doubled or tiled, which a kernel that does not check its "
+                                   "arguments' shapes can crash on)")
     if finding.kind != "large_size":
         return None  # a stretched case's finding is the judge's own: the generic script
     detail = decode_detail(Detail, finding)

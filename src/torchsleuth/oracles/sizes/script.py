@@ -166,9 +166,7 @@ def script(finding: Finding, torch_version: str) -> str | None:
     """The finding's standalone script; None where the generic one applies (no call to write out)."""
     call = finding.call
     if finding.kind in ("crash", "hang"):
-        why = (f"the worker died in one of the sizes oracle's own calls (the tensors it tiles from the sample); "
-               f"rerun the case {finding.case_id!r} with --workers 1 to see which")
-        return parts.no_repro(finding, torch_version, why)
+        return parts.died_in_steps(finding, torch_version, "the sizes oracle's own calls (the tensors it tiles from the sample)")
     if finding.kind != "size_variance" or parts.writable_call(finding) is None:
         return None  # the generic script says why there is none
     detail = decode_detail(Detail, finding)

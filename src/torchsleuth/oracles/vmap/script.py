@@ -82,9 +82,7 @@ def main():
 def script(finding: Finding, torch_version: str) -> str | None:
     """The finding's standalone script; None where the generic one applies (no call to write out)."""
     if finding.kind in ("crash", "hang"):
-        why = (f"the worker died in one of the vmap oracle's own calls (the call under vmap, or a sample alone); "
-               f"rerun the case {finding.case_id!r} with --workers 1 to see which")
-        return parts.no_repro(finding, torch_version, why)
+        return parts.died_in_steps(finding, torch_version, "the vmap oracle's own calls (the call under vmap, or a sample alone)")
     if finding.kind not in ("mismatch", "gradient_mismatch"):
         return None
     call, detail, answer = parts.recorded(finding, Detail, torch_version, "the batch it made")
