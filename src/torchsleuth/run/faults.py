@@ -65,8 +65,8 @@ def ask(pid: int, directory: str) -> None:
 
 
 def place(pid: int, directory: str) -> str:
-    """`` at A < B < C``: the innermost frames of torchsleuth's code in the worker's last stacks ('' if none were
-    written); the file is removed."""
+    """`` at A < B < C``: the innermost frames that say something (``_ours``) in the worker's last stacks ('' if none
+    were written); the file is removed."""
     path = os.path.join(directory, str(pid))
     try:
         with open(path) as f:

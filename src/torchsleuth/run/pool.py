@@ -57,7 +57,9 @@ and a replacement, a spare it takes included, has the pin of the worker it
 replaces, so every GPU keeps its share of the workers.
 
 Whatever a worker prints (a CUDA device-side assert, glibc's heap-corruption
-abort) goes to the ``log`` file when one is given, not to the terminal.
+abort) goes to the ``log`` file when one is given, not to the terminal. Where
+a worker was when it died, or hung (asked just before it is killed), goes to a
+file of its own, and into the crash or hang it is reported as (run.faults).
 
 The pool knows nothing of what a unit or an event means beyond that; the
 caller (torchsleuth.sweep) supplies the work and describe functions. What the
