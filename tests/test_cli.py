@@ -89,6 +89,9 @@ def run_all(commands: dict[str, list[str]], tmp_path_factory) -> dict[str, Run]:
 
 BAD_INPUT = {
     "unknown op": (["ops", *SMALL, "--ops", "addcmull"], ["unknown op", "'addcmull'", "addcmul"]),
+    # a torch function's own name: the catalog's name that holds it, cut after it (pad's variants come with it)
+    "op by its function's name": (["ops", *SMALL, "--ops", "gelu"], ["unknown op", "'gelu'", "did you mean nn.functional.gelu?"]),
+    "op family by its function's name": (["ops", *SMALL, "--ops", "pad"], ["'pad'", "did you mean nn.functional.pad?"]),
     "device torch lacks": (["ops", *SMALL, "--device", "cuda"], ["'cuda'", "not available", "available: cpu"]),
     "device index torch lacks": (["ops", *SMALL, "--device", "cuda:3"], ["'cuda:3'", "not available", "cpu"]),
     "malformed device": (["ops", *SMALL, "--device", "gpu0"], ["unknown device", "'gpu0'", "cpu"]),

@@ -59,12 +59,26 @@ def _unknown(pattern: str, known, command: str, overload: bool) -> str:
     why = schema.why_not(_spelled(pattern)) if overload and not glob else ""
     if why:
         return f"op {pattern!r} is not swept: {why}"
-    close = difflib.get_close_matches(_spelled(pattern), known, n=3, cutoff=0.6)
+    close = _named_inside(pattern, known) or difflib.get_close_matches(_spelled(pattern), known, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else f"; `torchsleuth {command} --list` shows every op"
     namespace = _spelled(pattern).partition(".")[0]
     if overload and not close and namespace not in schema.namespaces():
         hint = f"; no op of namespace {namespace} is registered (--import the module that registers it)"
     return f"unknown op {pattern!r}{hint}"
+
+
+def _named_inside(pattern: str, known) -> list[str]:
+    """The names that hold a bare ``pattern`` as one of their dotted parts, cut after it (``gelu``:
+    ``nn.functional.gelu``; ``pad``: ``nn.functional.pad``, which takes its variants), the shortest first: what a
+    user who knows the op by its torch function's name means (at most three)."""
+    if any(c in pattern for c in "*?[.:") or not pattern:
+        return []
+    found = set()
+    for name in known:
+        parts = name.split(".")
+        if pattern in parts:
+            found.add(".".join(parts[: parts.index(pattern) + 1]))
+    return sorted(found, key=lambda n: (len(n), n))[:3]
 
 
 def _names_overloads(pattern: str, catalog_names: list[str]) -> bool:

@@ -67,7 +67,8 @@ examples:
 def add_parser(commands) -> None:
     p = command(commands, "ops", "sweep ops across layouts, variants, dtypes and devices", __doc__, EPILOG)
     p.add_argument("--ops", metavar="NAMES",
-                   help="op names or globs, comma-separated ('add*,softmax'); default: every op of the OpInfo catalog. "
+                   help="op names or globs, comma-separated ('add*,softmax'), as OpInfo names them ('nn.functional.gelu'; a bare "
+                        "function name that matches none is told its catalog name); default: every op of the OpInfo catalog. "
                         "Ops beyond it are swept with samples generated from their schema: 'aten.NAME' is every overload "
                         "of that aten packet (aten.add: aten.add.Tensor, aten.add.Scalar), 'aten.NAME.OVERLOAD' one; a glob "
                         "over aten ('aten.*', 'aten.native_*') takes only overloads of packets no OpInfo entry sweeps; "
