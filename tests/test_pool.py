@@ -205,6 +205,18 @@ def test_a_case_setting_the_values_of_a_hang_set_aside_is_set_aside_unrun(tmp_pa
         assert seen["collateral"] == [] and seen["outcomes"] == ["a", "b", "late", "c"]
 
 
+def test_a_case_of_another_unit_setting_the_values_of_a_hang_set_aside_is_set_aside_unrun(tmp_path):
+    # The same op in another dtype is another unit: its case with the hang's values ("late" in "second") is set aside
+    # as it begins, once "first"'s hang is, and passes in its replay alone at the end; "second" is done after that.
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=1.0, spares=1, kin=lambda case: "v" if case in ("hang", "late") else None)
+    seen = _run(pool, [("first", ["a", "hang", "b"]), ("second", ["c", "late", "d"])])
+    assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")] and seen["collateral"] == ["late"]
+    assert seen["outcomes"] == ["a", "b", "c", "d", "late"]
+    assert [what for _, _, what in _lines(log) if what == "ran late"] == ["ran late"]  # once: alone, at the end
+    assert sorted(seen["done"]) == [("first", "done"), ("second", "done")]
+
+
 @pytest.mark.parametrize("share", [True, False])
 def test_once_no_unit_is_left_a_unit_going_on_after_a_crash_is_split_among_the_idle_workers(tmp_path, share):
     # Three workers: "long" crashes at its second case; "x" and "y" are done long before its replay alone and its

@@ -328,12 +328,14 @@ def test_the_sizes_oracle_on_special_values_is_clean_over_the_real_kernel(run_sw
     assert result.statuses.get("pass", 0) > 10, listing(result)
 
 
-def test_cases_setting_the_same_values_are_kin_whatever_their_sample_sizes_layouts_and_variant():
+def test_cases_of_one_op_setting_the_same_values_are_kin_whatever_their_sample_sizes_layouts_variant_and_dtype():
     overflow = "special:input=overflow;special:args[0]=overflow@1"
     s0 = f"special.laguerre_polynomial_l|functional|float64|cuda|s0|contiguous|{overflow}"
     s4 = f"special.laguerre_polynomial_l|out|float64|cuda|s4|out=offset|dim:input@2>23;dim:args[0]@1>23;{overflow}"
-    assert edits.kin(s0) == edits.kin(s4) == overflow
+    int64 = f"special.laguerre_polynomial_l|functional|int64|cuda|s2|contiguous|{overflow}"
+    assert edits.kin(s0) == edits.kin(s4) == edits.kin(int64) == f"special.laguerre_polynomial_l|{overflow}"
     assert edits.kin(s0.replace("overflow", "rounding")) != edits.kin(s0)
+    assert edits.kin(s0.replace("laguerre", "legendre")) != edits.kin(s0)  # another op's same values are not kin
     assert edits.kin("abs|functional|float32|cpu|s1|input=transposed") is None  # sets no values
     assert edits.kin("abs|functional|float32|cpu|s1|contiguous|size:5>2") is None  # sizes only
     assert edits.kin("not a case id") is None

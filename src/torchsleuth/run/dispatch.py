@@ -23,11 +23,11 @@ resumes them and nothing is lost. A crash's replay is cheap and stays where
 it is. Where workers share a GPU (``first`` below one) a case is set aside
 once it has run for that share of its time: a hanging kernel would hold the
 device that long, and the replay at the end, given the whole time, still
-tells a hang from a slow case. A case that sets the same values as a hang of
-its unit set aside (its ``kin``, run.edits.kin: the same searched values in
-another sample or layout) is set aside too as soon as it begins, its worker
-ended before its kernel holds the device: it would most likely hang as well,
-and its replay at the end tells.
+tells a hang from a slow case. A case that sets the same values as a hang
+set aside (its ``kin``, run.edits.kin: the same op and searched values in
+another sample, layout, variant or dtype, so in another unit too) is set
+aside as soon as it begins, its worker ended before its kernel holds the
+device: it would most likely hang as well, and its replay at the end tells.
 
 A unit's rest is shared once nothing is left to hand out. Units go out in
 the ops' order, so a unit that crashes or hangs case after case can be the
@@ -153,7 +153,7 @@ class Dispatcher:
         self.later: list[tuple[object, str, str]] = []  # (unit, case id, how) of the hangs set aside
         self.unsettled: dict[int, int] = {}  # id(unit) -> its hangs set aside and not yet settled
         self.ended: dict[int, tuple[object, str, str]] = {}  # id(unit) -> (unit, state, detail): done, waiting for those
-        self.hung: dict[int, set[str]] = {}  # id(unit) -> the kin of its hangs set aside
+        self.hung: set[str] = set()  # the kin of the hangs set aside, in any unit (the same op in another dtype too)
         self.parts: dict[int, list] = {}  # id(unit) -> [parts still running, what a part that failed said]
         try:
             while len(self.slots) < min(self.workers, len(self.queue)):
@@ -245,8 +245,7 @@ class Dispatcher:
         if kind == "begin":
             slot.in_flight, slot.since = payload, time.monotonic()
             slot.limit = self.timeout * self.slower(payload) * (1.0 if slot.replaying == payload else self.first)
-            hung = self.hung.get(id(slot.unit))  # only where a kin function found one
-            if hung and slot.replaying != payload and self.kin(payload) in hung:
+            if self.hung and slot.replaying != payload and self.kin(payload) in self.hung:  # only where a kin function found one
                 self._kill(slot)  # before its kernel holds the device
                 self._case_failed(slot, "hang", "set aside unrun: a case setting the same values hung")
                 return False
@@ -334,7 +333,7 @@ class Dispatcher:
             self.unsettled[id(slot.unit)] = self.unsettled.get(id(slot.unit), 0) + 1
             kin = self.kin(case_id) if self.kin else None
             if kin is not None:
-                self.hung.setdefault(id(slot.unit), set()).add(kin)
+                self.hung.add(kin)
             slot.skip.add(case_id)
             for idle in self.slots:  # a worker with no unit left to take replays it now
                 if idle.unit is None and not self.queue and self.later:

@@ -70,14 +70,15 @@ def values(path: str, kind: str) -> str:
 
 
 def kin(case_id: str) -> str | None:
-    """What a case shares with the cases likely to hang where it hangs: the values its edits set, whatever the sample,
-    the sizes, the layouts and the variant; None for a case whose edits set none."""
+    """What a case shares with the cases likely to hang where it hangs: its op and the values its edits set, whatever
+    the sample, the sizes, the layouts, the variant and the dtype (a degree of 2^52 + 1 hangs a polynomial in float32,
+    float64 and int64 alike); None for a case whose edits set none."""
     try:
-        edits = Case.parse(case_id).edits
+        case = Case.parse(case_id)
     except (ValueError, IndexError):  # not a sweep's case id (the shard command's, a test's)
         return None
-    set_values = [edit for edit in edits if edit.split(":", 1)[0] not in SIZE_VERBS]
-    return ";".join(set_values) or None
+    set_values = [edit for edit in case.edits if edit.split(":", 1)[0] not in SIZE_VERBS]
+    return f"{case.op}|{';'.join(set_values)}" if set_values else None
 
 
 def apply(sample: Sample, edits: tuple[str, ...], *, op: str = "") -> Sample:
