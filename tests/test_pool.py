@@ -9,6 +9,7 @@ process that has run a case before it (collateral: alone, it passes), ``late`` p
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import pytest
@@ -44,6 +45,8 @@ def _work(unit, config, skip, only):
         if case == "die":
             _log(config, "die")
             os._exit(7)
+        if case == "segv":  # a kernel's crash: the worker's stacks are written (run.faults)
+            os.kill(os.getpid(), signal.SIGSEGV)
         if case == "pause":
             time.sleep(1.5)  # longer than a spare's warm-up
         if case == "slow":
@@ -184,6 +187,22 @@ def test_a_pin_is_an_index_among_the_gpus_this_process_sees(monkeypatch):
     assert devices.every_gpu("cpu") == () and devices.every_gpu("cuda:1") == ()
     with pytest.raises(UsageError, match="comma-separated"):
         devices.spread("cpu")
+
+
+def test_the_workers_stacks_go_beside_the_log_a_killed_runs_are_taken_over_and_all_are_removed_at_close(tmp_path):
+    # A crash's place comes from the stacks its worker wrote (run.faults) into a directory beside the pool's log; a run
+    # killed before its pool closed left one there (a file of a worker long gone), which this pool takes over.
+    log, stacks = tmp_path / "runs.workers.log", tmp_path / "runs.workers.stacks"
+    stacks.mkdir()
+    (stacks / "999999").write_text("")
+    pool = Pool(_work, _describe, str(tmp_path / "trace"), workers=1, timeout=30, spares=0, log=str(log))
+    failed = []
+    pool.run([("one", ["a", "segv", "b"])], Callbacks(
+        skip_for=lambda unit: set(), on_outcome=lambda unit, outcome: None, on_collateral=lambda unit, case_id, how: None,
+        on_failed=lambda unit, case_id, kind, how, call: failed.append((case_id, how)), on_unit_done=lambda unit, state, detail: None))
+    [(case_id, how)] = failed
+    assert case_id == "segv" and how.startswith("the worker died of SIGSEGV at ") and "test_pool.py:" in how  # its place
+    assert pool.stacks is None and not stacks.exists()  # closed: removed, the leftover with it
 
 
 @pytest.mark.parametrize("kin", [True, False])

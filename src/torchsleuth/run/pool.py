@@ -59,7 +59,8 @@ replaces, so every GPU keeps its share of the workers.
 Whatever a worker prints (a CUDA device-side assert, glibc's heap-corruption
 abort) goes to the ``log`` file when one is given, not to the terminal. Where
 a worker was when it died, or hung (asked just before it is killed), goes to a
-file of its own, and into the crash or hang it is reported as (run.faults).
+file of its own beside the log, and into the crash or hang it is reported as
+(run.faults).
 
 The pool knows nothing of what a unit or an event means beyond that; the
 caller (torchsleuth.sweep) supplies the work and describe functions. What the
@@ -151,6 +152,17 @@ class _Slot(Slot):
     process: multiprocessing.Process
     conn: Connection
     pin: dict | None = None  # the environment that pins its worker to a GPU
+
+
+def stacks_directory(log: str | None) -> str:
+    """Where the workers' stacks go (run.faults), made now: beside the log (``runs.workers.log`` ->
+    ``runs.workers.stacks``), so that a run killed before its pool closed leaves them beside its store, where the next
+    run over that store takes them over and removes them; a temporary directory for a pool without a log."""
+    if log is None:
+        return tempfile.mkdtemp(prefix="torchsleuth-stacks-")
+    path = os.path.splitext(log)[0] + ".stacks"
+    os.makedirs(path, exist_ok=True)
+    return path
 
 
 def hash_seed() -> dict[str, str]:
@@ -256,7 +268,7 @@ class Pool(Dispatcher):
         self.spare: list[_Slot] = []  # started workers waiting for a slot (none until the first replacement)
         self.started = 0  # worker processes started, spares included
         self.pins = list(pins or [])
-        self.stacks: str | None = None  # the directory the workers' stacks are written to (run.faults), made at the first start
+        self.stacks: str | None = None  # the directory the workers' stacks are written to (stacks_directory), made at the first start
 
     def _ready(self, busy: list[_Slot], timeout: float) -> list[_Slot]:
         ready = wait([slot.conn for slot in busy], timeout=timeout)
@@ -274,7 +286,7 @@ class Pool(Dispatcher):
         changes = {**hash_seed(), **self.environ, **(pin or {})}
         environ = {**os.environ, **changes} if forked else None  # a spawned interpreter starts with os.environ
         if self.stacks is None:
-            self.stacks = tempfile.mkdtemp(prefix="torchsleuth-stacks-")
+            self.stacks = stacks_directory(self.log)
         process = self.context.Process(target=_worker_main, args=(child, self.work, self.describe, self.config, self.threads, self.log, self.warm,
                                                                   environ, self.stacks), daemon=True)
         with _environ(changes):
