@@ -199,3 +199,25 @@ def test_finished_run_rerun_starts_a_new_run(tmp_path):
     assert query(db, "SELECT id, finished IS NOT NULL FROM runs ORDER BY id") == [(1, 1), (2, 1)]
     assert outcomes(db, 2) == outcomes(db, 1) and len(outcomes(db, 1)) > 0
     assert summary_cases(second.stdout) == summary_cases(first.stdout) == len(outcomes(db, 1))
+
+
+def test_asking_which_cases_of_a_unit_are_stored_reads_that_units_rows_only_in_new_and_older_stores(tmp_path):
+    # every unit handed out asks this (the resume point); a scan of the whole run made it 70 ms a unit at the end of
+    # a whole-catalog run, in the process that hands units out
+    from torchsleuth.store.sqlite import Store
+
+    older = tmp_path / "older.db"  # a store written before the index: opening it adds the index
+    with sqlite3.connect(older) as db:
+        db.execute("CREATE TABLE outcomes (run INTEGER NOT NULL, case_id TEXT NOT NULL, unit TEXT NOT NULL, op TEXT NOT NULL, "
+                   "variant TEXT NOT NULL, dtype TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL, "
+                   "seconds REAL NOT NULL, PRIMARY KEY (run, case_id))")
+        db.executemany("INSERT INTO outcomes VALUES (1, ?, ?, 'neg', 'functional', 'float32', 'pass', '', 0.0)",
+                       [(f"neg|{i}", f"neg|float32|cpu" if i % 2 else "abs|float32|cpu") for i in range(100)])
+    for path in (tmp_path / "new.db", older):
+        store = Store(path)
+        plan = " ".join(row[-1] for row in store.db.execute(
+            "EXPLAIN QUERY PLAN SELECT case_id FROM outcomes WHERE run = ? AND unit = ?", (1, "neg|float32|cpu")))
+        assert "USING INDEX outcomes_by_unit" in plan and not plan.startswith("SCAN"), plan
+        store.db.close()
+    with sqlite3.connect(older) as db:
+        assert len(db.execute("SELECT case_id FROM outcomes WHERE run = 1 AND unit = 'neg|float32|cpu'").fetchall()) == 50
