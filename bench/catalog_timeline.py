@@ -10,7 +10,7 @@ default selection, or --ops) and writes, as it goes (a run killed by a time limi
   "why": "first"|"replace"}`` (a worker process started: the first ones, then each replacement after a device lost,
   a crash, a hang or a replay alone), ``{"start_method": "forkserver"|"spawn"}`` once, and ``{"cases": N}`` every 10 s;
 * ``DIR/runs.db``: the store (each case's own seconds in ``outcomes.seconds``);
-* ``DIR/summary.json``: wall time, cases, cases/s, worker starts, the units that took longest (at the end).
+* ``DIR/summary.json``: wall time, cases, cases/s, the parent's CPU seconds (the pool's dispatcher and the store).
 
 Read it with ``python bench/catalog_timeline.py --read DIR``: the units by wall time, the time outside cases, the
 worker starts by unit; ``--compare DIR_A DIR_B``, whether two runs' statuses and findings agree on the units both
@@ -23,6 +23,7 @@ import argparse
 import collections
 import json
 import os
+import resource
 import sqlite3
 import sys
 import time
@@ -92,8 +93,9 @@ def record(args) -> int:
     result = sweep(config, db=os.path.join(args.out, "runs.db"), progress=Progress())
     wall = time.monotonic() - began
     log.write(end=counts["all"])
+    own = resource.getrusage(resource.RUSAGE_SELF)
     summary = {"wall": wall, "cases": result.cases, "cases_per_s": result.cases / wall, "workers": config.workers,
-               "statuses": dict(result.statuses), "ops": len(ops)}
+               "statuses": dict(result.statuses), "ops": len(ops), "parent_cpu": own.ru_utime + own.ru_stime}
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps(summary))
@@ -114,6 +116,10 @@ def read(path: str) -> int:
     print(f"{len(done)} units done of {len(begun)} begun; {sum(cases.values()):,} cases; last event at {end:.1f} s; "
           f"{len(starts)} worker starts ({sum(1 for s in starts if s['why'] == 'replace')} replacements, {method})")
     print(f"unit wall seconds in all {sum(walls.values()):,.0f}; case seconds in all {sum(own.values()):,.0f}")
+    if os.path.exists(os.path.join(path, "summary.json")):
+        summary = json.load(open(os.path.join(path, "summary.json")))
+        if "parent_cpu" in summary:
+            print(f"the parent's CPU: {summary['parent_cpu']:.1f} s of {summary['wall']:.1f} s wall")
     first, last = min(begun.values(), default=0.0), max(done.values(), default=end)
     print(f"first unit handed out at {first:.1f} s, last done at {last:.1f} s: "
           f"{sum(cases.values()) / max(last - first, 1e-9):,.0f} cases/s between")

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import torch
 
 from ..dtypes import is_inexact, name as dtype_name, wide
-from ..run.call import to_host
+from ..run.transfer import to_host
 from ..run.tree import output_leaves
 from .records import Mismatch
 from .tolerance import Tolerance

@@ -22,7 +22,7 @@ import torch
 
 from ..cases import layouts
 from ..dtypes import is_inexact
-from ..run.call import to_host
+from ..run.transfer import to_host
 from . import compare as cmp
 from . import random as random_oracle
 from .context import Context, bits_equal, changed, renamed

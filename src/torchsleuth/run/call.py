@@ -1,8 +1,10 @@
 """Turning a case into a call, and making the call with everything around it recorded.
 
 Design note. ``prepare`` rebuilds a case's tensors: each tensor of the sample
-is moved to the device and put through its layout transform (every tensor,
-the contiguous ones too, gets a fresh poisoned storage with guard values).
+is put through its layout transform and moved to the device (every tensor,
+the contiguous ones too, gets a fresh poisoned storage with guard values;
+off the CPU the storage is made on the host and moved in one copy,
+run.transfer.placed, and kept as ``Prepared.host``).
 The variant decides the call around them:
 
 * functional, method: ``f(input, *args, **kwargs)``;
@@ -22,15 +24,17 @@ other tensors through ``compute``.
 
 Waiting for the device. Several workers on one GPU take turns on it, so each
 time a case waits for the device it waits for the other processes' turns too:
-a case costs about as many turns as it waits (bench/cuda-sweep.md). Tensors
-therefore go to a CUDA device through pinned memory without waiting
-(``to_device``), come back in batches waited for once (``to_host``), and a
-call is waited for once, after its snapshots are queued.
+a case costs about as many turns as it waits, and each op it queues there is
+paid in the others' turns too (bench/cuda-sweep.md). Tensors therefore move
+as run.transfer moves them (laid out on the host, queued through pinned
+memory, back in batches), the storages a case's tensors were copied from are
+its first snapshot, and a call is waited for once, after its snapshots are
+queued.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -41,6 +45,8 @@ from ..cases.records import Case
 from . import tree
 from .records import CallSpec, TensorSpec
 from .trace import Trace, Tracer
+from .transfer import placed, storage_of, to_device
+from .transfer import rebuilt as rebuilt_tensor
 
 # Every call (test and references alike) starts from this seed, so random ops
 # draw the same numbers wherever PyTorch promises they do.
@@ -73,6 +79,9 @@ class Prepared:
     process: Callable[[Any], Any]  # OpInfo's output_process_fn_grad
     grad_paths: tuple[str, ...] = ()  # backward: inputs differentiated
     processed: bool = False  # backward: the gradient is taken of process(result), not the result
+    # path -> the flat host storage a tensor was copied from (run.transfer.placed; off the CPU only): what the
+    # tensor's storage holds until something writes it. Whoever writes a tensor before ``execute`` drops its path.
+    host: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -85,88 +94,49 @@ class Ran:
     meta: dict | None = None
 
 
-def to_device(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
-    """``t.to(device)``, queued rather than waited for: a strided CPU tensor bound for a CUDA device is staged in
-    pinned memory and copied asynchronously (a copy from ordinary memory waits for everything queued before it)."""
-    if t.device.type == "cpu" and torch.device(device).type == "cuda" and t.layout == torch.strided:
-        return t.pin_memory().to(device, non_blocking=True)
-    return t.to(device)
-
-
-def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Each tensor on the CPU (a CPU tensor as it is): the copies off a CUDA device queued into pinned memory and
-    waited for together, once per device, where a ``.cpu()`` each would wait once each.
-
-    More than ``MANY`` of them (``split`` returns thousands) go as one copy per device and dtype (``gathered``): each
-    copy into pinned memory takes a pinned block of its own, and thousands of allocations cost more than the waits."""
-    found = list(tensors)
-    off = [i for i, t in enumerate(tensors) if t.device.type == "cuda" and t.layout == torch.strided]
-    groups: dict[tuple, list[int]] = {}
-    for i in off:  # one group per tensor, or per device and dtype when there are many
-        groups.setdefault((tensors[i].device, tensors[i].dtype) if len(off) > MANY else i, []).append(i)
-    gathered_from = []
-    for indices in groups.values():
-        if len(indices) > 1:
-            try:
-                gathered_from.append((indices, gathered([tensors[i] for i in indices], "cpu", non_blocking=True)))
-                continue
-            except RuntimeError:  # a dtype the device cannot concatenate: copied one by one
-                pass
-        for i in indices:
-            found[i] = tensors[i].to("cpu", non_blocking=True)
-    for i, t in enumerate(tensors):  # neither on the CPU nor copied above: a blocking copy
-        if t.device.type != "cpu" and not (t.device.type == "cuda" and t.layout == torch.strided):
-            found[i] = t.to("cpu")
-    for device in {tensors[i].device for i in off}:
-        torch.cuda.synchronize(device)
-    for indices, copies in gathered_from:
-        for i, t in zip(indices, copies):
-            found[i] = t
-    return found
-
-
-# How many tensors ``to_host`` copies one by one before it gathers them.
-MANY = 16
-
-
-def gathered(tensors: list[torch.Tensor], device, *, non_blocking: bool = False) -> list[torch.Tensor]:
-    """``[t.to(device) for t in tensors]`` (one dtype, one device) as one copy: flattened and concatenated where they
-    are, copied, and cut back into tensors of their shapes (contiguous, views of one buffer: read them only)."""
-    flat = torch.cat([t.detach().reshape(-1) for t in tensors]).to(device, non_blocking=non_blocking)
-    return [piece.view(t.shape) for t, piece in zip(tensors, flat.split([t.numel() for t in tensors]))]
+def _call_of(sample: Sample, device: str) -> tuple[tuple, dict]:
+    """The sample as ``(args, kwargs)``, its tensors where they are and a ``device`` argument set to ``device``."""
+    kwargs = dict(sample.kwargs)
+    if "device" in kwargs and kwargs["device"] is not None:
+        kwargs["device"] = device
+    return (sample.input, *sample.args), kwargs
 
 
 def sample_call(sample: Sample, device: str) -> tuple[tuple, dict]:
     """The sample as ``(args, kwargs)`` with tensors on ``device``."""
-    args = (sample.input, *sample.args)
-    kwargs = dict(sample.kwargs)
-    if "device" in kwargs and kwargs["device"] is not None:
-        kwargs["device"] = device
+    args, kwargs = _call_of(sample, device)
     moved = {path: to_device(t, device) for path, t in tree.call_leaves(args, kwargs).items()}
     return tree.replace_call(args, kwargs, moved)
 
 
-def _lay_out(tensors: tree.Tensors, case: Case) -> tree.Tensors:
-    return {path: layouts.apply(case.layout_of(path), t) for path, t in tensors.items()}
+def _lay_out(tensors: tree.Tensors, case: Case, host: dict) -> tree.Tensors:
+    """Each tensor laid out by the case on its device; the host storages they were copied from go into ``host``."""
+    found = {}
+    for path, t in tensors.items():
+        found[path], storage = placed(case.layout_of(path), t, case.device)
+        if storage is not None:
+            host[path] = storage
+    return found
 
 
 def prepare(case: Case, function: Callable, sample: Sample, *, reference_result: Any = None, grad_seed: int = 0) -> Prepared:
-    args, kwargs = sample_call(sample, case.device)
-    inputs = _lay_out(tree.call_leaves(args, kwargs), case)
+    args, kwargs = _call_of(sample, case.device)
+    host: dict = {}
+    inputs = _lay_out(tree.call_leaves(args, kwargs), case, host)
     args, kwargs = tree.replace_call(args, kwargs, inputs)
     written = frozenset()
     if case.variant == "inplace":
         written = frozenset(p for p in inputs if p == "input" or p.startswith("input["))
     if case.variant == "out":
-        out = _out_tensors(reference_result, case)
+        out = _lay_out(_out_templates(reference_result), case, host)
         kwargs = dict(kwargs, out=tree.replace(_plain(reference_result), "out", out))
         inputs = {**inputs, **out}
         written = frozenset(out)
     if case.variant == "backward":
-        return _prepare_backward(case, function, sample, args, kwargs, inputs, reference_result, grad_seed)
+        return _prepare_backward(case, function, sample, args, kwargs, inputs, reference_result, grad_seed, host)
     return Prepared(
         case=case, function=function, args=args, kwargs=kwargs, tensors=inputs, written=written,
-        process=sample.output_process_fn_grad,
+        process=sample.output_process_fn_grad, host=host,
     )
 
 
@@ -177,11 +147,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _out_tensors(reference_result: Any, case: Case) -> tree.Tensors:
+def _out_templates(reference_result: Any) -> tree.Tensors:
+    """Poison shaped like each output of the reference result, on the host (contiguous; ``prepare`` lays them out)."""
     found = {}
     for path, value in tree.output_leaves(reference_result):
-        template = torch.full_like(value, layouts.poison(value.dtype), memory_format=torch.contiguous_format)
-        found[path] = layouts.apply(case.layout_of(path), template)
+        if value.layout == torch.strided:
+            found[path] = torch.full(tuple(value.shape), layouts.poison(value.dtype), dtype=value.dtype)
+        else:
+            found[path] = torch.full_like(value, layouts.poison(value.dtype))
     return found
 
 
@@ -190,27 +163,27 @@ def differentiable(t: Any) -> bool:
 
 
 def grad_outputs(reference_result: Any, process: Callable, seed: int) -> tree.Tensors:
-    """Seeded output gradients, one per differentiable output, by path ``grad_output[i]``."""
+    """Seeded output gradients, one per differentiable output, by path ``grad_output[i]`` (on the host: ``prepare``
+    lays them out and moves them)."""
     outputs = [t for _, t in tree.output_leaves(process(reference_result)) if differentiable(t)]
     found = {}
     generator = torch.Generator().manual_seed(seed)
     for i, t in enumerate(outputs):
         values = torch.randn(t.shape, dtype=t.dtype if t.dtype.is_complex else torch.float64, generator=generator)
-        found[f"grad_output[{i}]"] = to_device(values.to(t.dtype), t.device)  # rounded on the CPU, as a blocking copy rounds
+        found[f"grad_output[{i}]"] = values.to(t.dtype)  # rounded on the CPU, as a blocking copy rounds
     return found
 
 
-def _prepare_backward(case, function, sample, args, kwargs, inputs, reference_result, grad_seed) -> Prepared:
+def _prepare_backward(case, function, sample, args, kwargs, inputs, reference_result, grad_seed, host) -> Prepared:
     grad_paths = tuple(p for p, t in inputs.items() if differentiable(t))
     for p in grad_paths:
         inputs[p].requires_grad_(True)
     args, kwargs = tree.replace_call(args, kwargs, inputs)
-    seeds = {p: layouts.apply(case.layout_of(p), g.to(case.device))
-             for p, g in grad_outputs(reference_result, sample.output_process_fn_grad, grad_seed).items()}
+    seeds = _lay_out(grad_outputs(reference_result, sample.output_process_fn_grad, grad_seed), case, host)
     return Prepared(
         case=case, function=function, args=args, kwargs=kwargs, tensors={**inputs, **seeds},
         written=frozenset(), process=sample.output_process_fn_grad, grad_paths=grad_paths,
-        processed=sample.output_process_fn_grad(reference_result) is not reference_result,
+        processed=sample.output_process_fn_grad(reference_result) is not reference_result, host=host,
     )
 
 
@@ -252,13 +225,6 @@ def compute(prepared: Prepared, tensors: tree.Tensors | None = None) -> Any:
     return {f"grad[{p}]": g for p, g in zip(prepared.grad_paths, grads)}
 
 
-def storage_of(t: torch.Tensor) -> torch.Tensor:
-    """The whole storage under ``t`` as a flat tensor of its dtype (no copy)."""
-    storage = t.untyped_storage()
-    numel = storage.nbytes() // t.element_size()
-    return torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (numel,), (1,))
-
-
 def snapshot(tensors: tree.Tensors) -> dict:
     with torch.no_grad():
         return {path: storage_of(t).clone() for path, t in tensors.items()}
@@ -268,22 +234,25 @@ def metadata(t: torch.Tensor) -> tuple:
     return tuple(t.shape), tuple(t.stride()), t.storage_offset()
 
 
-def host_snapshot(tensors: tree.Tensors) -> dict:
-    """``snapshot`` on the CPU: each storage copied to host memory once, where the judge reads it.
+def host_snapshot(tensors: tree.Tensors, known: dict | None = None) -> dict:
+    """``snapshot`` on the CPU: each storage copied to host memory once, where the judge reads it; a path of ``known``
+    (host storages that hold what the tensor's does, ``Prepared.host``) is taken from there without a copy.
 
     Off the CPU the copies are asynchronous (into pinned memory, queued on the
     stream before whatever comes next): read them after a ``synchronize``. A
     device-side clone that the judge later copied to the host cost a kernel and
     a synchronizing copy per tensor, twice per case (bench/cuda-sweep.md).
     """
+    known = known or {}
     with torch.no_grad():
-        return {path: storage_of(t).clone() if t.device.type == "cpu" else storage_of(t).to("cpu", non_blocking=t.device.type == "cuda")
+        return {path: known[path] if path in known
+                else storage_of(t).clone() if t.device.type == "cpu" else storage_of(t).to("cpu", non_blocking=t.device.type == "cuda")
                 for path, t in tensors.items()}
 
 
 def execute(prepared: Prepared) -> Ran:
     """The case's call, between snapshots of every storage it was given (on the CPU, whatever the device)."""
-    ran = Ran(before=host_snapshot(prepared.tensors), meta={p: metadata(t) for p, t in prepared.tensors.items()})
+    ran = Ran(before=host_snapshot(prepared.tensors, prepared.host), meta={p: metadata(t) for p, t in prepared.tensors.items()})
     try:
         ran.result = compute(prepared)
     except Exception as e:  # the op refused the call: loud, so not a silent bug
@@ -300,11 +269,7 @@ def rebuilt(ran: Ran, prepared: Prepared, *, device: str | None = None) -> tree.
     """Fresh tensors with the storage contents and metadata the call started from."""
     found = {}
     for path, t in prepared.tensors.items():
-        shape, stride, offset = ran.meta[path]
-        source, target = ran.before[path], torch.device(t.device if device is None else device)
-        # a snapshot off a CUDA device is in pinned memory: it goes back without a wait
-        storage = to_device(source, target) if target.type == "cuda" and source.is_pinned() else source.to(target, copy=True)
-        fresh = storage.as_strided(shape, stride, offset)
+        fresh = rebuilt_tensor(ran.before[path], ran.meta[path], t.device if device is None else device)
         found[path] = fresh.requires_grad_(True) if t.requires_grad else fresh
     return found
 

@@ -40,7 +40,7 @@ import torch
 from .. import dtypes
 from ..cases import layouts
 from ..cases.records import Case
-from . import call, tree
+from . import call, transfer, tree
 from .ranged import Overflowing
 from .trace import Trace
 
@@ -68,9 +68,16 @@ class References:
         # on the device under test; its tensors are made contiguous here.
         # ``reference``: the op's trusted implementation, which the float64 runs call
         self.reference = reference
+        # off the CPU, made from the host storages ``base`` was copied from (run.transfer.placed), which are
+        # kept: each copy below is then one op on the device, and the host copy needs no read-back
+        self._stored: dict[str, torch.Tensor] = {}
         tensors = {}
         for path, t in base.tensors.items():
-            tensors[path] = layouts.apply("contiguous", t.detach()).requires_grad_(t.requires_grad)
+            if path in base.host:
+                laid, self._stored[path] = transfer.placed("contiguous", _view(base.host[path], t), t.device)
+            else:
+                laid = layouts.apply("contiguous", t.detach())
+            tensors[path] = laid.requires_grad_(t.requires_grad)
         self.base = _with_tensors(base, tensors)
         self.dtype = dtype
         self.seed = seed
@@ -81,7 +88,13 @@ class References:
         return self._run(self._copies())
 
     def _copies(self) -> tree.Tensors:
-        return {p: layouts.apply("contiguous", t.detach()).requires_grad_(t.requires_grad) for p, t in self.base.tensors.items()}
+        return {p: self._copy(p, t).requires_grad_(t.requires_grad) for p, t in self.base.tensors.items()}
+
+    def _copy(self, path: str, t: torch.Tensor) -> torch.Tensor:
+        """A fresh contiguous copy of base tensor ``t`` (guard values included), from its host storage where kept."""
+        if path in self._stored:
+            return transfer.rebuilt(self._stored[path], call.metadata(t), t.device)
+        return layouts.apply("contiguous", t.detach())
 
     @functools.cached_property
     def trace(self) -> Trace:
@@ -92,8 +105,9 @@ class References:
     def host(self) -> tree.Tensors:
         """The base tensors on the CPU, read back from the device once, together, for every reference made on the CPU
         (a CPU sweep's are the base tensors themselves). Read them; do not write them."""
-        paths = list(self.base.tensors)
-        return dict(zip(paths, call.to_host([self.base.tensors[p].detach() for p in paths])))
+        paths = [p for p in self.base.tensors if p not in self._stored]
+        read = dict(zip(paths, transfer.to_host([self.base.tensors[p].detach() for p in paths])))
+        return {p: _view(self._stored[p], t) if p in self._stored else read[p] for p, t in self.base.tensors.items()}
 
     @functools.cached_property
     def cpu(self) -> Reference:
@@ -183,6 +197,11 @@ def _retarget(prepared: call.Prepared, *, device: str, dtype: torch.dtype | None
     kwargs = {k: (device if k == "device" and v is not None else tree.map_values(v, move)) for k, v in prepared.kwargs.items()}
     args = tree.map_values(prepared.args, move)
     return dataclasses.replace(prepared, args=args, kwargs=kwargs)
+
+
+def _view(storage: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """The flat host ``storage`` viewed as ``like`` is viewed on its own storage."""
+    return storage.as_strided(like.shape, like.stride(), like.storage_offset())
 
 
 def _with_tensors(prepared: call.Prepared, tensors: tree.Tensors) -> call.Prepared:
