@@ -348,3 +348,38 @@ def test_an_op_defined_by_its_storage_is_judged_on_its_own_layout_only(run_sweep
     result = run_sweep(config)
     assert not result.findings, [f.summary for f in result.findings]
     assert result.statuses.get("pass", 0) > 0, result.statuses
+
+
+# --- on CUDA, and where the float64 reference's sizes differ -----------------------------------------
+
+
+def test_a_slack_sized_unlike_the_leaf_it_is_for_is_left_out_and_the_values_are_still_compared(monkeypatch):
+    # native_batch_norm's saved statistics are empty in its float64 run on the CPU and not on CUDA: the rule's slack
+    # for that leaf cannot describe the compared values, and adding it to the oracle's own slack raised
+    from torchsleuth.cases import opinfo
+    from torchsleuth.judge import calls
+    from torchsleuth.judge.context import Context
+    from torchsleuth.run import call
+
+    entry = opinfo.get("neg")
+    sample = opinfo.samples(entry, torch.float32)[0]
+    case = Case(op="neg", variant="functional", dtype="float32", device="cpu", sample=0)
+    prepared = call.prepare(case, opinfo.functions(entry)["functional"], sample)
+    result = call.compute(prepared)
+    judged = calls.Judged(prepared, result, override=None, function_name="torch.neg", op="aten.neg.default")
+    monkeypatch.setattr(Context, "slack", lambda self, scale, jumps=False: {"out": torch.zeros(0, dtype=torch.float64)})
+    off = result + 1.0
+    found = judged.context.differs(off, result, scale=2.0, extra={"out": torch.full(result.shape, 1e-3, dtype=torch.float64)})
+    assert [(m.path, m.attribute) for m in found] == [("out", "values")]
+    assert not judged.context.differs(result + 1e-4, result, scale=2.0, extra={"out": torch.full(result.shape, 1e-3, dtype=torch.float64)})
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_wrong_forward_mode_formula_on_cuda_is_found_and_no_case_fails(planted, run_sweep):
+    # siding between the modes compared the forward mode on the CPU with the reverse mode left on the device
+    planted(SIN_JVP_PLANT.replace('"AutogradCPU"', '"AutogradCUDA"'))
+    result = run_sweep(sweep_config("sin", device="cuda"))
+    assert "error" not in result.statuses, result.reasons
+    found = gradient_findings(result)
+    assert found and {(f.op, f.reference) for f in found} == {("aten.sin.default", "reverse-mode")}
+    assert all("siding with reverse mode" in f.summary for f in found)

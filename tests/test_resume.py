@@ -212,7 +212,7 @@ def test_asking_which_cases_of_a_unit_are_stored_reads_that_units_rows_only_in_n
                    "variant TEXT NOT NULL, dtype TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL, "
                    "seconds REAL NOT NULL, PRIMARY KEY (run, case_id))")
         db.executemany("INSERT INTO outcomes VALUES (1, ?, ?, 'neg', 'functional', 'float32', 'pass', '', 0.0)",
-                       [(f"neg|{i}", f"neg|float32|cpu" if i % 2 else "abs|float32|cpu") for i in range(100)])
+                       [(f"neg|{i}", "neg|float32|cpu" if i % 2 else "abs|float32|cpu") for i in range(100)])
     for path in (tmp_path / "new.db", older):
         store = Store(path)
         plan = " ".join(row[-1] for row in store.db.execute(

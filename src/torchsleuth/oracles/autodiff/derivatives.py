@@ -177,7 +177,7 @@ def by_differences(actual: dict, differences: dict) -> Mismatch | None:
     (estimate, error, smooth))."""
     tolerance = Tolerance(atol=helpers.FD_ATOL, rtol=helpers.FD_RTOL)
     for path, a in actual.items():
-        estimate, error, smooth = differences[path]
+        estimate, error, smooth = (t.detach().cpu() for t in differences[path])  # an estimate may be another mode's, on the device
         a = torch.where(smooth, a.detach().cpu().to(estimate.dtype), estimate)
         m = cmp.compare_leaf(path, a, estimate, tolerance=lambda d: tolerance, slack=error, check_dtype=False)
         if m is not None:
