@@ -1,0 +1,54 @@
+"""What a worker reads of OpInfo's catalog, as one JSON line: the same in every process that loads the same catalog.
+
+    python bench/catalog_fingerprint.py preload     # as the pool's fork server loads it (run.preload), beside a GPU
+    python bench/catalog_fingerprint.py context     # as a worker loads it, after making its CUDA context
+
+Per op (every op; the float32 samples of every 5th): the dtypes it declares on the CPU and CUDA (and for backward on
+CUDA), whether it has out= and autograd, its tolerance overrides on CUDA per dtype, and its samples' shapes. The
+``preload`` form also prints whether the server loaded the catalog and was still safe to fork from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+
+def fingerprint(opinfo, torch) -> dict:
+    found = {}
+    for i, (name, entry) in enumerate(sorted(opinfo.catalog().items())):
+        row = [sorted(map(str, opinfo.dtypes(entry, "cpu"))), sorted(map(str, opinfo.dtypes(entry, "cuda"))),
+               sorted(map(str, opinfo.dtypes(entry, "cuda", backward=True))),
+               bool(getattr(entry, "supports_out", False)), bool(getattr(entry, "supports_autograd", False)),
+               [str(opinfo.tolerance_override(entry, "cuda", d)) for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64)]]
+        if i % 5 == 0:
+            try:
+                row.append([str(tuple(s.input.shape)) if isinstance(s.input, torch.Tensor) else type(s.input).__name__
+                            for s in opinfo.samples(entry, torch.float32)])
+            except Exception as e:
+                row.append(type(e).__name__)
+        found[name] = row
+    return found
+
+
+def main() -> int:
+    if sys.argv[1] == "preload":
+        from torchsleuth.run import preload
+        head = {"catalog": preload.CATALOG, "fork_safe": preload.FORK_SAFE}
+    else:
+        import torch
+        torch.zeros(1, device="cuda")
+        head = {}
+    import torch
+    from torchsleuth.cases import opinfo
+    found = fingerprint(opinfo, torch)
+    text = json.dumps(found, sort_keys=True)
+    print(json.dumps({**head, "ops": len(found), "sha": hashlib.sha256(text.encode()).hexdigest()[:16]}))
+    with open(sys.argv[2], "w") if len(sys.argv) > 2 else open("/dev/null", "w") as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
