@@ -58,6 +58,23 @@ def test_a_cpu_case_keeps_no_host_storages():
     assert prepared.tensors["input"].stride() != layouts.contiguous_strides(prepared.tensors["input"].shape)
 
 
+def test_a_host_storage_is_taken_only_while_its_tensor_is_the_one_it_was_copied_to():
+    import dataclasses
+
+    case = Case(op="neg", variant="functional", dtype="float32", device="cpu", sample=0)
+    entry = opinfo.get("neg")
+    prepared = call.prepare(case, opinfo.functions(entry)["functional"], opinfo.samples(entry, torch.float32)[0])
+    t = prepared.tensors["input"]
+    kept = transfer.storage_of(t).clone()
+    prepared.host["input"] = (kept, t.untyped_storage().data_ptr())  # as placed records it off the CPU
+    assert call.host_storage(prepared, "input") is kept
+    assert call.execute(prepared).before["input"] is kept  # the first snapshot, no copy
+    remade = dataclasses.replace(prepared, tensors={"input": layouts.apply("contiguous", t)})  # other tensors, the same record
+    assert call.host_storage(remade, "input") is None
+    assert call.execute(remade).before["input"] is not kept
+    assert call.host_storage(prepared, "other") is None
+
+
 @cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_a_tensor_placed_on_the_device_is_the_one_laid_out_there_and_its_host_storage_holds_what_the_device_does(dtype):
@@ -93,10 +110,10 @@ def test_every_tensor_of_a_device_case_has_its_host_storage_and_the_call_starts_
     prepared = call.prepare(case, functions[variant], sample, reference_result=result)
     assert set(prepared.host) == set(prepared.tensors)
     for path, t in prepared.tensors.items():
-        assert same(prepared.host[path], transfer.storage_of(t.detach()).cpu()), path
+        assert same(call.host_storage(prepared, path), transfer.storage_of(t.detach()).cpu()), path
     ran = call.execute(prepared)
     assert ran.error is None, ran.error
-    assert all(ran.before[p] is prepared.host[p] for p in prepared.tensors)
+    assert all(ran.before[p] is call.host_storage(prepared, p) for p in prepared.tensors)
     # the references made from the host storages: their copies and their host view are the base tensors' own
     refs = References(call.prepare(base_case(case), functions["backward" if variant == "backward" else "functional"], sample,
                                    reference_result=result), torch.float32, seed=0)

@@ -79,8 +79,8 @@ class Prepared:
     process: Callable[[Any], Any]  # OpInfo's output_process_fn_grad
     grad_paths: tuple[str, ...] = ()  # backward: inputs differentiated
     processed: bool = False  # backward: the gradient is taken of process(result), not the result
-    # path -> the flat host storage a tensor was copied from (run.transfer.placed; off the CPU only): what the
-    # tensor's storage holds until something writes it. Whoever writes a tensor before ``execute`` drops its path.
+    # path -> (the flat host storage a tensor was copied from, the device storage's address): run.transfer.placed,
+    # off the CPU only. Read through ``host_storage``. Whoever writes a tensor before ``execute`` drops its path.
     host: dict = field(default_factory=dict)
 
 
@@ -115,8 +115,17 @@ def _lay_out(tensors: tree.Tensors, case: Case, host: dict) -> tree.Tensors:
     for path, t in tensors.items():
         found[path], storage = placed(case.layout_of(path), t, case.device)
         if storage is not None:
-            host[path] = storage
+            host[path] = (storage, found[path].untyped_storage().data_ptr())
     return found
+
+
+def host_storage(prepared: Prepared, path: str) -> torch.Tensor | None:
+    """The flat host storage ``path``'s tensor was copied from, while that tensor is still the one copied to (a
+    Prepared remade with other tensors keeps the record, not the storage); None otherwise."""
+    entry, t = prepared.host.get(path), prepared.tensors.get(path)
+    if entry is None or t is None or t.untyped_storage().data_ptr() != entry[1]:
+        return None
+    return entry[0]
 
 
 def prepare(case: Case, function: Callable, sample: Sample, *, reference_result: Any = None, grad_seed: int = 0) -> Prepared:
@@ -252,7 +261,8 @@ def host_snapshot(tensors: tree.Tensors, known: dict | None = None) -> dict:
 
 def execute(prepared: Prepared) -> Ran:
     """The case's call, between snapshots of every storage it was given (on the CPU, whatever the device)."""
-    ran = Ran(before=host_snapshot(prepared.tensors, prepared.host), meta={p: metadata(t) for p, t in prepared.tensors.items()})
+    known = {p: s for p in prepared.host if (s := host_storage(prepared, p)) is not None}
+    ran = Ran(before=host_snapshot(prepared.tensors, known), meta={p: metadata(t) for p, t in prepared.tensors.items()})
     try:
         ran.result = compute(prepared)
     except Exception as e:  # the op refused the call: loud, so not a silent bug

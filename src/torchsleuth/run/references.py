@@ -73,8 +73,9 @@ class References:
         self._stored: dict[str, torch.Tensor] = {}
         tensors = {}
         for path, t in base.tensors.items():
-            if path in base.host:
-                laid, self._stored[path] = transfer.placed("contiguous", _view(base.host[path], t), t.device)
+            stored = call.host_storage(base, path)
+            if stored is not None:
+                laid, self._stored[path] = transfer.placed("contiguous", _view(stored, t), t.device)
             else:
                 laid = layouts.apply("contiguous", t.detach())
             tensors[path] = laid.requires_grad_(t.requires_grad)
