@@ -12,7 +12,7 @@ from torchsleuth.judge import tolerance as tolerance_module
 from torchsleuth.judge.compare import bytes_of, compare, compare_leaf, flatten
 from torchsleuth.judge.records import Mismatch
 from torchsleuth.judge.tolerance import Tolerance, accumulation_dtype, slack_factor, table
-from torchsleuth.run.call import gathered
+from torchsleuth.run.transfer import gathered
 
 INF, NAN = math.inf, math.nan
 
