@@ -120,6 +120,8 @@ def read(path: str) -> int:
         summary = json.load(open(os.path.join(path, "summary.json")))
         if "parent_cpu" in summary:
             print(f"the parent's CPU: {summary['parent_cpu']:.1f} s of {summary['wall']:.1f} s wall")
+        errors = summary.get("statuses", {}).get("error", 0)
+        print(f"statuses: {summary.get('statuses')}" + (f" ({errors} failed inside torchsleuth: see outcomes.reason)" if errors else ""))
     first, last = min(begun.values(), default=0.0), max(done.values(), default=end)
     print(f"first unit handed out at {first:.1f} s, last done at {last:.1f} s: "
           f"{sum(cases.values()) / max(last - first, 1e-9):,.0f} cases/s between")
