@@ -201,7 +201,7 @@ def _retarget(prepared: call.Prepared, *, device: str, dtype: torch.dtype | None
 
 
 def _view(storage: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """The flat host ``storage`` viewed as ``like`` is viewed on its own storage."""
+    """The flat host ``storage`` viewed with the shape, strides and offset ``like`` has on its own storage."""
     return storage.as_strided(like.shape, like.stride(), like.storage_offset())
 
 
