@@ -96,10 +96,8 @@ def placed(layout: str, t: torch.Tensor, device: str | torch.device) -> tuple[to
     host = layouts.apply(layout, t.detach())
     storage = storage_of(host)
     if target.type == "cuda":
-        storage = storage.pin_memory()
-        moved = storage.to(target, non_blocking=True)
-    else:
-        moved = storage.to(target)
+        storage = storage.pin_memory()  # kept, pinned: to_device then queues the copy from it as it is
+    moved = to_device(storage, target)
     return moved.as_strided(host.shape, host.stride(), host.storage_offset()).detach(), storage
 
 
