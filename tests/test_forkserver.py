@@ -130,3 +130,92 @@ def test_a_bad_start_method_is_one_line_and_exit_2_before_anything_is_stored(mon
         assert captured.err.strip() == (f"torchsleuth {command[0]}: error: TORCHSLEUTH_WORKER_START='fork' is not a start "
                                         "method; allowed: forkserver, spawn")
         assert not (tmp_path / command[0]).exists()  # no store, no run begun
+
+
+# The fork server beside a GPU, played on this CPU: torch.cuda.is_available() made to say True before the server's
+# module is imported, as NVML says it on a GPU machine (then OpInfo's modules take their CUDA branches, as there).
+BESIDE_A_GPU = """
+import json, os, sys, threading
+import torch
+torch.cuda.is_available = lambda: True
+torch.cuda.device_count = lambda: 1
+{before}
+from torchsleuth.cases import opinfo
+from torchsleuth.run import preload
+import torch.utils._triton as triton
+before = (preload.CATALOG, opinfo.catalog.cache_info().currsize)
+loaded = preload.load_catalog_beside_a_gpu((9, 0))
+entry = opinfo.catalog().get("nn.functional.gelu") if loaded else None
+print(json.dumps({{"before": before, "loaded": loaded, "currsize": opinfo.catalog.cache_info().currsize,
+                  "restored": [torch.cuda._lazy_init.__name__, torch.cuda.get_device_capability.__name__, triton.has_triton.__name__],
+                  "cuda_dtypes": sorted(str(d) for d in entry.supported_dtypes("cuda")) if entry else None,
+                  "threads": threading.active_count(), "numba": "numba" in sys.modules,
+                  "numba_asked": os.path.exists(os.environ.get("NUMBA_ASKED", "/nonexistent"))}}))
+"""
+
+# A numba whose CUDA check does what the real one does to a fork server (initializes the driver): here it starts a
+# thread, which leaves a process as unsafe to fork from, and leaves a mark.
+FAKE_NUMBA_CUDA = """
+import os, threading, time
+
+
+def is_available():
+    open(os.environ["NUMBA_ASKED"], "w").close()
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+    return True
+"""
+
+
+def _beside_a_gpu(before: str = "", env: dict | None = None) -> dict:
+    import json
+
+    done = subprocess.run([sys.executable, "-c", BESIDE_A_GPU.format(before=before)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_beside_a_gpu_the_server_loads_the_catalog_with_the_capability_nvml_gives_and_asks_the_device_nothing():
+    found = _beside_a_gpu()
+    # no NVML on this machine: the server's own load was given up (each worker would load the catalog)
+    assert found["before"] == [False, 0]
+    assert found["loaded"] and found["currsize"] == 1
+    assert found["restored"] == ["_lazy_init", "get_device_capability", "has_triton"]  # torch's own again
+    assert "torch.bfloat16" in found["cuda_dtypes"] and "torch.float16" in found["cuda_dtypes"]  # SM53OrLater held
+
+
+def test_beside_a_gpu_a_catalog_that_asks_the_device_more_is_left_to_the_workers_and_nothing_is_made_or_kept():
+    # a module of the catalog asking what would make a CUDA context (as a device count taken from the driver does)
+    found = _beside_a_gpu(before="torch.cuda.device_count = lambda: torch.cuda._lazy_init() or 1")
+    assert not found["loaded"] and found["currsize"] == 0
+    assert found["restored"] == ["_lazy_init", "get_device_capability", "has_triton"]
+
+
+def test_beside_a_gpu_numbas_cuda_check_is_kept_out_of_the_load_and_numba_is_importable_after(tmp_path):
+    (tmp_path / "numba" / "cuda").mkdir(parents=True)
+    (tmp_path / "numba" / "__init__.py").write_text("")
+    (tmp_path / "numba" / "cuda" / "__init__.py").write_text(FAKE_NUMBA_CUDA)
+    mark = tmp_path / "asked"
+    found = _beside_a_gpu(before=f"sys.path.insert(0, {str(tmp_path)!r})", env={"NUMBA_ASKED": str(mark)})
+    assert found["loaded"] and found["threads"] == 1 and not found["numba_asked"] and not found["numba"]
+    # without the server's care the same catalog asks it (the fake is real enough to be asked)
+    plain = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import torch; "
+                            "torch.cuda.is_available = lambda: True; torch.cuda.device_count = lambda: 1; "
+                            "import torch.testing._internal.common_cuda"], env={**os.environ, "NUMBA_ASKED": str(mark)},
+                           capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    assert mark.exists()
+
+
+def test_a_load_is_tried_in_a_forked_child_first_and_what_the_child_does_stays_there():
+    import threading
+    import time
+
+    from torchsleuth.run import preload
+
+    before = threading.active_count()
+    assert preload.tried_in_a_child(lambda: True) is True  # a forked child has one thread, whatever this process has
+    assert preload.tried_in_a_child(lambda: threading.Thread(target=time.sleep, args=(5,), daemon=True).start() or True) is False
+    assert preload.tried_in_a_child(lambda: 1 / 0) is False
+    assert preload.tried_in_a_child(lambda: False) is False
+    assert threading.active_count() == before  # the child's thread was never this process's
