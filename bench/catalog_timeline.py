@@ -42,6 +42,7 @@ class Log:
 def record(args) -> int:
     from sweep_profile import catalog_config, op_sample
 
+    from torchsleuth.run import pool as pool_module
     from torchsleuth.run.pool import Pool
     from torchsleuth.sweep import Frame, Silent, sweep
 
@@ -55,7 +56,7 @@ def record(args) -> int:
         log.write(worker=replacing[-1] if replacing else None, why="replace" if replacing else "first")
         slot = original_start(pool, *args, **kwargs)
         if not counts["started"]:  # how the workers start: forked, or spawned (run.pool.start_context)
-            log.write(start_method=pool.context.get_start_method())
+            log.write(start_method=pool.context.get_start_method(), server_catalog=getattr(pool_module, "_server_catalog", None))
         counts["started"] += 1
         return slot
 
@@ -112,7 +113,8 @@ def read(path: str) -> int:
     cases = dict(db.execute("SELECT unit, COUNT(*) FROM outcomes GROUP BY unit"))
     end = max(e["t"] for e in events)
     walls = {u: done.get(u, end) - t for u, t in begun.items()}
-    method = next((e["start_method"] for e in events if "start_method" in e), "not logged")
+    method = next((e["start_method"] + (", the catalog in the server" if e.get("server_catalog") else "")
+                   for e in events if "start_method" in e), "not logged")
     print(f"{len(done)} units done of {len(begun)} begun; {sum(cases.values()):,} cases; last event at {end:.1f} s; "
           f"{len(starts)} worker starts ({sum(1 for s in starts if s['why'] == 'replace')} replacements, {method})")
     print(f"unit wall seconds in all {sum(walls.values()):,.0f}; case seconds in all {sum(own.values()):,.0f}")

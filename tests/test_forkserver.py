@@ -40,7 +40,7 @@ def test_forked_workers_inherit_the_catalog_and_take_the_environment_as_it_is_wh
     assert first.context.get_start_method() == "forkserver"
     assert seen["probe"] == "one" and seen["parent"] != os.getpid()  # forked by the server, not by this process
     assert seen["catalog"] == 1  # loaded in the server (this machine has no GPU), not by the worker
-    assert first.where() == "local pool, 1 worker, forked from a fork server: 1 cases on this machine"  # the summary says so
+    assert first.where() == "local pool, 1 worker, forked from a fork server holding OpInfo's catalog: 1 cases on this machine"  # the summary says so
     monkeypatch.setenv("TORCHSLEUTH_TEST_PROBE", "two")  # after the server started: a new worker sees it all the same
     second = Pool(_report, None, None, workers=1, timeout=60, start="forkserver")
     [seen] = _outcomes(second, ["b"])

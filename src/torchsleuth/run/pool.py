@@ -192,6 +192,7 @@ class _environ:
 PRELOAD_SECONDS = 180.0
 
 _fork_safe: bool | None = None  # the fork server's answer, asked once per process (there is one server)
+_server_catalog = False  # whether that server holds OpInfo's catalog (run.preload.CATALOG): its workers start without loading it
 
 
 def _fork_safe_child(conn: Connection) -> None:
@@ -204,7 +205,7 @@ def start_context(start: str, preload: tuple[str, ...] = ()):
     """The multiprocessing context workers start from: ``forkserver`` (preloading ``preload``, then run.preload) where
     asked for, the platform has it and its server proved safe to fork from; ``spawn`` otherwise. There is one fork
     server per process: the first pool's ``preload`` is the one it loads, and its answer holds for every pool."""
-    global _fork_safe
+    global _fork_safe, _server_catalog
     if start == "forkserver" and sys.platform == "linux":
         context = multiprocessing.get_context("forkserver")
         if _fork_safe is None:
@@ -215,7 +216,7 @@ def start_context(start: str, preload: tuple[str, ...] = ()):
                 with _environ(hash_seed()):  # the server starts now, and its workers hash as it does
                     probe.start()
                 child.close()
-                _fork_safe = bool(parent.poll(PRELOAD_SECONDS) and parent.recv())
+                _fork_safe, _server_catalog = parent.recv() if parent.poll(PRELOAD_SECONDS) else (False, False)
                 probe.join(timeout=5)
             except (OSError, EOFError):  # the server failed to start
                 _fork_safe = False
@@ -344,7 +345,8 @@ class Pool(Dispatcher):
     def where(self) -> str:
         """Where the cases ran, for the run's notes."""
         gpus = f" over GPUs {', '.join(p['CUDA_VISIBLE_DEVICES'] for p in self.pins)}" if self.pins else ""
-        started = {"forkserver": ", forked from a fork server", "spawn": ", spawned"}.get(self.context and self.context.get_start_method(), "")
+        server = ", forked from a fork server" + (" holding OpInfo's catalog" if _server_catalog else "")
+        started = {"forkserver": server, "spawn": ", spawned"}.get(self.context and self.context.get_start_method(), "")
         mps = ", outside the NVIDIA MPS server" if devices.MPS_PIPE in self.environ else ""
         remark = f" ({self.remark})" if self.remark else ""
         return f"local pool, {self.workers} worker{'s' if self.workers != 1 else ''}{gpus}{started}{mps}{remark}: {self.outcomes} cases on this machine"

@@ -171,6 +171,7 @@ FORK_SAFE = safe_to_fork()
 
 
 def fork_safe(conn) -> None:
-    """The forked child's answer to the pool: whether its server was safe to fork from."""
-    conn.send(FORK_SAFE)
+    """The forked child's answer to the pool: whether its server was safe to fork from, and whether it holds the
+    catalog."""
+    conn.send((FORK_SAFE, CATALOG))
     conn.close()
