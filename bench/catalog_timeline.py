@@ -42,8 +42,14 @@ class Log:
 def record(args) -> int:
     from sweep_profile import catalog_config, op_sample
 
-    from torchsleuth.run import pool as pool_module
     from torchsleuth.run.pool import Pool
+    try:
+        from torchsleuth.run.starts import server_holds_catalog
+    except ImportError:  # a tree before run.starts: its pool module holds the answer, or none
+        from torchsleuth.run import pool as pool_module
+
+        def server_holds_catalog():
+            return getattr(pool_module, "_server_catalog", None)
     from torchsleuth.sweep import Frame, Silent, sweep
 
     os.makedirs(args.out, exist_ok=True)
@@ -56,7 +62,7 @@ def record(args) -> int:
         log.write(worker=replacing[-1] if replacing else None, why="replace" if replacing else "first")
         slot = original_start(pool, *args, **kwargs)
         if not counts["started"]:  # how the workers start: forked, or spawned (run.pool.start_context)
-            log.write(start_method=pool.context.get_start_method(), server_catalog=getattr(pool_module, "_server_catalog", None))
+            log.write(start_method=pool.context.get_start_method(), server_catalog=server_holds_catalog())
         counts["started"] += 1
         return slot
 

@@ -1,4 +1,4 @@
-"""Workers forked from the pool's fork server (run.pool.start_context, run.preload): warm from their first moment,
+"""Workers forked from the pool's fork server (run.starts, run.preload): warm from their first moment,
 with the parent's environment as it is when each starts, and spawned instead when the server is unsafe to fork from."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 
 from torchsleuth.run.dispatch import Callbacks
 from torchsleuth.errors import UsageError
-from torchsleuth.run.pool import START, Pool, default_start
+from torchsleuth.run.pool import Pool
+from torchsleuth.run.starts import START, default_start
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the pool forks from a server on Linux only")
 
@@ -63,7 +64,8 @@ DRIVER = """
 import os
 from torchsleuth.run.dispatch import Callbacks
 from torchsleuth.errors import UsageError
-from torchsleuth.run.pool import START, Pool, default_start
+from torchsleuth.run.pool import Pool
+from torchsleuth.run.starts import START, default_start
 from work import report
 if __name__ == "__main__":  # a spawned worker imports this file again
     seen = []
@@ -219,3 +221,65 @@ def test_a_load_is_tried_in_a_forked_child_first_and_what_the_child_does_stays_t
     assert preload.tried_in_a_child(lambda: 1 / 0) is False
     assert preload.tried_in_a_child(lambda: False) is False
     assert threading.active_count() == before  # the child's thread was never this process's
+
+
+# A module the server preloads that waits for the test's word before it finishes, and says when it has.
+SLOW = """
+import os, time
+while not os.path.exists(os.environ["GO"]):
+    time.sleep(0.05)
+open(os.environ["LOADED"], "w").close()
+"""
+
+BEGIN = """
+import os, sys
+from torchsleuth.run import starts
+if __name__ == "__main__":
+    starts.begin("forkserver", ("slow",))
+    returned_before_loaded = not os.path.exists(os.environ["LOADED"])  # begin did not wait for the server's preload
+    open(os.environ["GO"], "w").close()
+    context = starts.start_context("forkserver", ("other",))  # the server begun is the one asked, with its preload
+    print(returned_before_loaded, os.path.exists(os.environ["LOADED"]), context.get_start_method(),
+          starts.server_holds_catalog(), "other" in sys.modules)
+"""
+
+
+def test_a_fork_server_begun_early_loads_while_its_caller_goes_on_and_is_the_one_the_pool_asks(tmp_path):
+    (tmp_path / "slow.py").write_text(SLOW)
+    (tmp_path / "other.py").write_text("")
+    driver = tmp_path / "driver.py"
+    driver.write_text(BEGIN)
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path, "GO": str(tmp_path / "go"), "LOADED": str(tmp_path / "loaded")})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["True", "True", "forkserver", "True", "False"]
+
+
+# A sweep whose planning asks whether the fork server is already running (it plans while the server loads).
+PLANNING = """
+import multiprocessing.forkserver
+import importlib
+sweeping = importlib.import_module("torchsleuth.sweep")  # the module (the package names its function sweep)
+from torchsleuth.cases import select
+from torchsleuth.config import SweepConfig
+from torchsleuth.cases.select import resolve_ops
+if __name__ == "__main__":
+    planned, seen = select.units, []
+    def units(*args, **kwargs):
+        seen.append(multiprocessing.forkserver._forkserver._forkserver_pid is not None)
+        return planned(*args, **kwargs)
+    select.units = units
+    config = SweepConfig(ops=resolve_ops("abs"), dtypes=("float32",), variants=("functional",), layouts=("contiguous",),
+                         samples=2, workers=1, shrink=False)
+    result = sweeping.sweep(config, db={db!r})
+    print(seen, result.cases > 0, sweeping.PRELOAD)
+"""
+
+
+def test_a_sweep_with_workers_starts_the_fork_server_before_it_plans_its_units(tmp_path):
+    driver = tmp_path / "driver.py"
+    driver.write_text(PLANNING.format(db=str(tmp_path / "runs.db")))
+    done = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["[True]", "True", "('torchsleuth.sweep',)"]

@@ -49,8 +49,9 @@ from .report.groups import Group
 from .run.imports import load_imports
 from .run import edits
 from .run.dispatch import Callbacks, first_share
-from .run.pool import Pool, default_start
+from .run.pool import Pool
 from .run.ray_pool import RayPool
+from .run.starts import begin, default_start
 from .shrink import stage
 from .shrink.records import Shrunk
 from .store import costs
@@ -197,6 +198,8 @@ def _describe(item, config: SweepConfig, case_id: str):
     return describe(item, config, case_id) if isinstance(item, Unit) else None
 
 
+# What the pool's fork server imports before run.preload: this module, which unpickling the work function imports.
+PRELOAD = (__name__,)
 # A selection of at most this many ops is a pointed run: the user asks about these ops, so it goes deep.
 POINTED_OPS = 8
 # Searched cases per op and dtype in a catalog run (bench/search-cost.md: what it costs).
@@ -237,8 +240,8 @@ def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = No
     findings file, ``junit`` JUnit XML; ``result.written`` says what went where.
     Rerun after a kill, the same call resumes the unfinished run.
     """
-    if config.workers and config.executor != "ray":
-        default_start(config.device)  # a bad $TORCHSLEUTH_WORKER_START is said before anything is stored
+    if config.workers and config.executor != "ray":  # a bad $TORCHSLEUTH_WORKER_START is said before anything is stored
+        begin(default_start(config.device), PRELOAD)  # the fork server loads while the units are planned (run.starts)
     scripts = functools.partial(repro.write_scripts, oracles=oracles, imports=config.imports)
     with run_frame(config, db=db, progress=progress, out=out, json=json, junit=junit, scripts=scripts) as frame:
         units = select.units(config.ops, config.dtypes, config.device, probe=config.probe_dtypes)
@@ -344,7 +347,7 @@ def _pool(config: SweepConfig, db: str | Path, oracles: Registry) -> Pool | RayP
         options["workers"] = 1
         remark = "one worker: the GPU's NVIDIA MPS server holds it exclusively, and under MPS one worker's device fault ends the others' cases"
     return Pool(work, _describe, config, warm=warm, pins=[devices.pinned(i) for i in config.gpus], first=first_share(config.device),
-                start=default_start(config.device), preload=(__name__,), kin=edits.kin, environ=outside, remark=remark, **options)
+                start=default_start(config.device), preload=PRELOAD, kin=edits.kin, environ=outside, remark=remark, **options)
 
 
 def worker_log(db: str | Path) -> str:

@@ -29,27 +29,20 @@ torch, loading OpInfo's catalog, making the device's context; bench/sweep-profil
 and every death and every replay alone asks for a fresh one: on a GPU, where
 device-side asserts end workers by the hundred, that waiting was a quarter of a
 whole-catalog sweep (bench/cuda-sweep.md). Two things cut it. On Linux, for a
-sweep on the CPU or a CUDA GPU (``default_start``), workers are forked from a
-fork server that has imported torch, torchsleuth and the modules in
-``preload`` and, where no GPU is present, loaded the catalog once
-(run.preload): a replacement is ready in 0.01 s instead of 2.2 on a CPU, in
-6.6 s instead of 11.4 beside an H200 (bench/worker-start.md). The pool asks
-the server first whether it is safe to fork from (no CUDA initialized, no
-thread of its own), and spawns if it is not; a forked worker takes the
-parent's environment as it is when the worker starts, as a spawned one does.
-Beside other accelerators (not measured) the workers are spawned. And once a pool has replaced a worker, it
+sweep on the CPU or a CUDA GPU, workers are forked from a fork server that has
+imported torch, torchsleuth and the modules in ``preload`` and loaded the
+catalog once (run.starts, run.preload): a replacement is ready in 0.01 s
+instead of 2.2 on a CPU; beside a GPU it makes only its device's context. A
+forked worker takes the parent's environment as it is when the worker starts,
+as a spawned one does. And once a pool has replaced a worker, it
 keeps ``spares`` more started and warmed (``warm(config)`` run before the worker
 waits for work: the catalog loaded, the device's context made), and a replacement
 takes a spare that is ready; the pool starts another in its place (up to half
 the workers once no unit is left to hand out: the units still running then are
 those that crash case after case). A pool whose workers never die never starts one.
 
-Every worker hashes strings alike (``hash_seed``: the parent's
-``PYTHONHASHSEED``, or 0). Python seeds its string hash per process, and
-OpInfo's sample functions iterate over sets of strings (``meshgrid``'s
-``{'xy', 'ij'}``), so a case's sample index named one sample in one worker
-and another in the next: a replay, a resumed unit or a shrink ran other
-values than the case that failed.
+Every worker hashes strings alike (run.starts.hash_seed), so that a case's
+sample index names the same sample in a replay, a resumed unit or a shrink.
 
 With ``pins`` (one environment per GPU, devices.pinned) the workers are spread
 over several GPUs: each process starts with the next pin's environment in turn,
@@ -74,7 +67,6 @@ import multiprocessing
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -82,9 +74,9 @@ from multiprocessing.connection import Connection, wait
 from typing import Callable
 
 from .. import devices
-from ..errors import UsageError
 from . import faults
 from .dispatch import Dispatcher, Leaving, Slot
+from .starts import _environ, default_start, hash_seed, server_holds_catalog, start_context
 
 
 class DeviceLost(Exception):
@@ -163,87 +155,6 @@ def stacks_directory(log: str | None) -> str:
     path = os.path.splitext(log)[0] + ".stacks"
     os.makedirs(path, exist_ok=True)
     return path
-
-
-def hash_seed() -> dict[str, str]:
-    """The environment that makes a worker hash strings as every other worker does (see the design note)."""
-    return {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED") or "0"}
-
-
-class _environ:
-    """``os.environ`` with ``changes`` while the block runs: what a process started in it (a spawned worker, the fork
-    server) starts with; as it was afterwards."""
-
-    def __init__(self, changes: dict[str, str]):
-        self.changes, self.saved = changes, {name: os.environ.get(name) for name in changes}
-
-    def __enter__(self):
-        os.environ.update(self.changes)
-
-    def __exit__(self, *exc):
-        for name, value in self.saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-# How long the pool waits for the fork server's first answer (it imports torch and loads the catalog first).
-PRELOAD_SECONDS = 180.0
-
-_fork_safe: bool | None = None  # the fork server's answer, asked once per process (there is one server)
-_server_catalog = False  # whether that server holds OpInfo's catalog (run.preload.CATALOG): its workers start without loading it
-
-
-def _fork_safe_child(conn: Connection) -> None:
-    from . import preload  # loaded in the server already
-
-    preload.fork_safe(conn)
-
-
-def start_context(start: str, preload: tuple[str, ...] = ()):
-    """The multiprocessing context workers start from: ``forkserver`` (preloading ``preload``, then run.preload) where
-    asked for, the platform has it and its server proved safe to fork from; ``spawn`` otherwise. There is one fork
-    server per process: the first pool's ``preload`` is the one it loads, and its answer holds for every pool."""
-    global _fork_safe, _server_catalog
-    if start == "forkserver" and sys.platform == "linux":
-        context = multiprocessing.get_context("forkserver")
-        if _fork_safe is None:
-            context.set_forkserver_preload([*preload, f"{__package__}.preload"])  # preload last: it judges the others
-            try:
-                parent, child = context.Pipe(duplex=False)
-                probe = context.Process(target=_fork_safe_child, args=(child,), daemon=True)
-                with _environ(hash_seed()):  # the server starts now, and its workers hash as it does
-                    probe.start()
-                child.close()
-                _fork_safe, _server_catalog = parent.recv() if parent.poll(PRELOAD_SECONDS) else (False, False)
-                probe.join(timeout=5)
-            except (OSError, EOFError):  # the server failed to start
-                _fork_safe = False
-        if _fork_safe:
-            return context
-    return multiprocessing.get_context("spawn")
-
-
-# Overrides how workers start (``forkserver`` or ``spawn``), whatever the device.
-START = "TORCHSLEUTH_WORKER_START"
-STARTS = ("forkserver", "spawn")
-
-
-def default_start(device: str = "cpu") -> str:
-    """How workers start: ``$TORCHSLEUTH_WORKER_START`` where set; otherwise ``forkserver`` on Linux for a sweep on
-    the CPU or a CUDA GPU (see the design note), ``spawn`` elsewhere (macOS's frameworks do not survive a fork) and
-    beside other accelerators, where forked workers were never measured (bench/worker-start.md)."""
-    chosen = os.environ.get(START, "").strip()
-    if chosen and chosen not in STARTS:
-        raise UsageError(f"{START}={chosen!r} is not a start method; allowed: {', '.join(STARTS)}")
-    if chosen:
-        return chosen
-    return "forkserver" if sys.platform == "linux" and devices.kind(device) in FORKED_BESIDE else "spawn"
-
-
-# The devices whose sweeps fork their workers by default (measured: bench/worker-start.md).
-FORKED_BESIDE = ("cpu", "cuda")
 
 
 def default_spares(workers: int) -> int:
@@ -345,7 +256,7 @@ class Pool(Dispatcher):
     def where(self) -> str:
         """Where the cases ran, for the run's notes."""
         gpus = f" over GPUs {', '.join(p['CUDA_VISIBLE_DEVICES'] for p in self.pins)}" if self.pins else ""
-        server = ", forked from a fork server" + (" holding OpInfo's catalog" if _server_catalog else "")
+        server = ", forked from a fork server" + (" holding OpInfo's catalog" if server_holds_catalog() else "")
         started = {"forkserver": server, "spawn": ", spawned"}.get(self.context and self.context.get_start_method(), "")
         mps = ", outside the NVIDIA MPS server" if devices.MPS_PIPE in self.environ else ""
         remark = f" ({self.remark})" if self.remark else ""

@@ -32,7 +32,7 @@ the server preloads is imported (this one comes last): no CUDA context made
 by torch, the CUDA driver not initialized (torch's libraries may load it at
 import, which a fork survives; ``cuInit`` it does not), no thread besides the
 server's own. The pool asks one forked child for it before its first worker
-(run.pool.start_context) and spawns when it is false.
+(run.starts.start_context) and spawns when it is false.
 """
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ from typing import Callable
 from .. import devices
 from ..errors import UsageError
 from .dispatch import Dispatcher, Leaving, Slot
-from .pool import hash_seed, unit_events
+from .pool import unit_events
+from .starts import hash_seed
 
 # Seconds to wait for a --ray-address to accept a connection before saying it does not answer.
 CONNECT_SECONDS = 5.0

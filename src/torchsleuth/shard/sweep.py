@@ -50,7 +50,8 @@ from ..cases.records import Case
 from ..judge.records import Outcome
 from ..report import outputs
 from ..run.imports import load_imports
-from ..run.pool import Pool, default_start
+from ..run.pool import Pool
+from ..run.starts import default_start
 from ..store.sqlite import Store
 from ..sweep import Frame, Progress, SweepResult, pool_callbacks, run_frame, worker_log
 from . import cases as shard_cases, gloo, judge, repro, run as running, shrink as shrinking, support
