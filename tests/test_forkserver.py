@@ -209,18 +209,48 @@ def test_beside_a_gpu_numbas_cuda_check_is_kept_out_of_the_load_and_numba_is_imp
     assert mark.exists()
 
 
-def test_a_load_is_tried_in_a_forked_child_first_and_what_the_child_does_stays_there():
-    import threading
-    import time
+# What a module below torch might do while the catalog loads (numba's CUDA check did it beside a GPU): here, start a
+# thread in the server, which leaves it as unsafe to fork from.
+UNSAFE_CATALOG = """
+import threading, time
+from torchsleuth.cases import opinfo
+loaded = opinfo.catalog
+def catalog():
+    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+    return loaded()
+catalog.cache_info = loaded.cache_info
+opinfo.catalog = catalog
+"""
 
-    from torchsleuth.run import preload
+RESTART = """
+import os
+from torchsleuth.run.dispatch import Callbacks
+from torchsleuth.run.pool import Pool
+from torchsleuth.run import starts
+from work import report
+if __name__ == "__main__":
+    seen = []
+    pool = Pool(report, None, None, workers=1, timeout=60, start="forkserver", preload=("unsafe_catalog",))
+    pool.run(["u"], Callbacks(skip_for=lambda u: set(), on_outcome=lambda u, o: seen.append(o), on_failed=lambda *a: None,
+                              on_collateral=lambda *a: None, on_unit_done=lambda *a: None))
+    print(pool.context.get_start_method(), starts.server_holds_catalog(), seen[0] != os.getpid())
+    print(pool.where())
+"""
 
-    before = threading.active_count()
-    assert preload.tried_in_a_child(lambda: True) is True  # a forked child has one thread, whatever this process has
-    assert preload.tried_in_a_child(lambda: threading.Thread(target=time.sleep, args=(5,), daemon=True).start() or True) is False
-    assert preload.tried_in_a_child(lambda: 1 / 0) is False
-    assert preload.tried_in_a_child(lambda: False) is False
-    assert threading.active_count() == before  # the child's thread was never this process's
+
+def test_a_server_that_loading_the_catalog_left_unsafe_is_replaced_by_one_that_leaves_it_to_the_workers(tmp_path):
+    (tmp_path / "unsafe_catalog.py").write_text(UNSAFE_CATALOG)
+    (tmp_path / "work.py").write_text("import os\n\ndef report(unit, config, skip, only):\n    yield 'begin', unit\n"
+                                      "    yield 'outcome', os.getppid()\n")
+    driver = tmp_path / "driver.py"
+    driver.write_text(RESTART)
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path})
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, where = done.stdout.strip().splitlines()[-2:]
+    assert first.split() == ["forkserver", "False", "True"]  # forked, from a server without the catalog, not spawned
+    assert where == "local pool, 1 worker, forked from a fork server: 1 cases on this machine"
 
 
 # A module the server preloads that waits for the test's word before it finishes, and says when it has.

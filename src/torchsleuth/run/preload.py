@@ -22,17 +22,21 @@ asked without a context; only where every GPU has the same one), triton's
 device check left out for the load and its cached answer dropped after it,
 numba kept out of the load (the modules take it for absent: only unittest
 skips read that), and every other question for the device refused: a refusal
-gives the load up. What a module might do below torch cannot be refused, so
-the load is first tried in a forked child, and the server loads the catalog
-only if the child could and stayed safe to fork from; otherwise each worker
-loads it itself (6 s of its 10-15 s start beside a GPU; 255 worker starts in
-a whole-catalog run on one H200, bench/cuda-sweep.md). ``torch.cuda.is_available``
-is asked through NVML, which makes no context. ``FORK_SAFE`` says whether that held once every module
-the server preloads is imported (this one comes last): no CUDA context made
-by torch, the CUDA driver not initialized (torch's libraries may load it at
-import, which a fork survives; ``cuInit`` it does not), no thread besides the
-server's own. The pool asks one forked child for it before its first worker
-(run.starts.start_context) and spawns when it is false.
+gives the load up. What a module might do below torch cannot be refused: a
+server the load left unsafe anyway (``FORK_SAFE`` false while ``CATALOG`` is
+true) is stopped by the pool, which starts another with ``LEAVE_CATALOG`` set
+to "0" (run.starts.start_context), whose workers each load the catalog
+themselves (6 s of a worker's 10-15 s start beside a GPU; 255 worker starts
+in a whole-catalog run on one H200, bench/cuda-sweep.md). The catalog was
+once tried in a forked child first instead, which cost every GPU sweep 8.5 s
+before its first unit (bench/cuda-sweep.md). ``torch.cuda.is_available`` is
+asked through NVML, which makes no context. ``FORK_SAFE`` says whether the
+server is safe once every module it preloads is imported (this one comes
+last): no CUDA context made by torch, the CUDA driver not initialized
+(torch's libraries may load it at import, which a fork survives; ``cuInit``
+it does not), no thread besides the server's own. The pool asks one forked
+child for it, and ``CATALOG``, before its first worker
+(run.starts.start_context) and spawns when the server is not safe.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 from ..cases import opinfo  # noqa: E402
+from .starts import LEAVE_CATALOG  # noqa: E402
 
 
 class _DeviceAsked(BaseException):
@@ -138,34 +143,13 @@ def safe_to_fork() -> bool:
     return not torch.cuda.is_initialized() and not _driver_initialized() and threading.active_count() == 1
 
 
-def tried_in_a_child(load) -> bool:
-    """Whether ``load()`` succeeds and leaves a process safe to fork from, tried in a forked child: what a module
-    does at import below torch (numba's CUDA check did) cannot be undone in the server, so the server only loads
-    what a child could load and stay safe."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            ok = bool(load()) and safe_to_fork()
-        except BaseException:
-            ok = False
-        os.write(write, b"1" if ok else b"0")
-        os._exit(0)
-    os.close(write)
-    try:
-        answer = os.read(read, 1)
-    finally:
-        os.close(read)
-        os.waitpid(pid, 0)
-    return answer == b"1"
-
-
-if not torch.cuda.is_available():  # NVML's answer: no context made
+if os.environ.get(LEAVE_CATALOG) == "0":
+    CATALOG = False
+elif not torch.cuda.is_available():  # NVML's answer: no context made
     CATALOG = bool(opinfo.catalog())
 else:
     _capability = _nvml_capability()
-    CATALOG = (_capability is not None and safe_to_fork()
-               and tried_in_a_child(lambda: load_catalog_beside_a_gpu(_capability)) and load_catalog_beside_a_gpu(_capability))
+    CATALOG = _capability is not None and safe_to_fork() and load_catalog_beside_a_gpu(_capability)
 
 FORK_SAFE = safe_to_fork()
 

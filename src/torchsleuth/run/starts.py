@@ -11,9 +11,13 @@ worker from itself.
 
 The pool asks the server, through one forked child, whether it is safe to
 fork from (no CUDA initialized, no thread of its own) and whether it holds the
-catalog (``start_context``); it spawns its workers when the server is not
-safe. The server's preload takes as long as a worker's start, and the first
-worker waits for it. A sweep has its own start to make at the same time (it
+catalog (``start_context``). Where loading the catalog left it unsafe (beside
+a GPU, a module doing at import what no stand-in catches), the pool stops it
+and starts one that leaves the catalog to each worker; where the server is
+unsafe all the same, the pool spawns its workers.
+
+The server's preload takes as long as a worker's start (about 13 s beside an
+H200: torch 4-5 s, the catalog 6-8.5 s), and the first worker waits for it. A sweep has its own start to make at the same time (it
 imports the same modules and loads the catalog to plan its units: 10-12 s
 beside an H200), so it starts the server first (``begin``): the server loads
 while the sweep plans, and the pool's first question finds it ready or
@@ -42,6 +46,9 @@ START = "TORCHSLEUTH_WORKER_START"
 STARTS = ("forkserver", "spawn")
 # The devices whose sweeps fork their workers by default (measured: bench/worker-start.md).
 FORKED_BESIDE = ("cpu", "cuda")
+# Set to "0" in the environment of a fork server that leaves the catalog to its workers (run.preload): one started
+# after a server that loaded it was left unsafe to fork from.
+LEAVE_CATALOG = "TORCHSLEUTH_SERVER_CATALOG"
 # How long the pool waits for the fork server's first answer (it imports torch and loads the catalog first).
 PRELOAD_SECONDS = 180.0
 
@@ -103,21 +110,42 @@ def _fork_safe_child(conn: Connection) -> None:
     preload.fork_safe(conn)
 
 
+def _ask(context) -> tuple[bool, bool]:
+    """The fork server's answer, through one child forked from it: (safe to fork from, holds the catalog)."""
+    parent, child = context.Pipe(duplex=False)
+    probe = context.Process(target=_fork_safe_child, args=(child,), daemon=True)
+    probe.start()  # returns once the server has preloaded and forked it
+    child.close()
+    answer = parent.recv() if parent.poll(PRELOAD_SECONDS) else (False, False)
+    probe.join(timeout=5)
+    return answer
+
+
+def _restarted_without_catalog() -> bool:
+    """Stop the fork server and start another that leaves the catalog to its workers (run.preload.LEAVE_CATALOG);
+    False where this Python's server cannot be stopped."""
+    server = multiprocessing.forkserver._forkserver
+    if not hasattr(server, "_stop"):
+        return False
+    server._stop()
+    with _environ({**hash_seed(), LEAVE_CATALOG: "0"}):  # the server's own environment, not its workers'
+        multiprocessing.forkserver.ensure_running()
+    return True
+
+
 def start_context(start: str, preload: tuple[str, ...] = ()):
     """The multiprocessing context workers start from: ``forkserver`` (the server ``begin`` started, or started now)
-    where asked for, the platform has it and its server proved safe to fork from; ``spawn`` otherwise."""
+    where asked for, the platform has it and its server proved safe to fork from; ``spawn`` otherwise. A server that
+    loading the catalog left unsafe is replaced by one that leaves it to the workers (run.preload's design note)."""
     global _fork_safe, _server_catalog
     if start == "forkserver" and sys.platform == "linux":
         context = multiprocessing.get_context("forkserver")
         if _fork_safe is None:
             try:
                 begin(start, preload)
-                parent, child = context.Pipe(duplex=False)
-                probe = context.Process(target=_fork_safe_child, args=(child,), daemon=True)
-                probe.start()  # returns once the server has preloaded and forked it
-                child.close()
-                _fork_safe, _server_catalog = parent.recv() if parent.poll(PRELOAD_SECONDS) else (False, False)
-                probe.join(timeout=5)
+                _fork_safe, _server_catalog = _ask(context)
+                if not _fork_safe and _server_catalog and _restarted_without_catalog():
+                    _fork_safe, _server_catalog = _ask(context)
             except (OSError, EOFError):  # the server failed to start
                 _fork_safe = False
         if _fork_safe:
