@@ -241,7 +241,7 @@ class Batch:
 
     def compare(self, config: Config, key: tuple, samples: list[dict], alone: list, batched) -> tuple[Finding | None, str]:
         """The finding of the first sample that differs beyond the rule; else None and the bits that differ, in words."""
-        call.synchronize(self.case.unit.device)  # results are read now: a copy to the host may still be under way
+        call.synchronize(self.case.device)  # results are read now: a copy to the host may still be under way
         differ, largest = 0, 0.0
         for b, sample in enumerate(samples):
             expected = dict(leaves(alone[b]))
