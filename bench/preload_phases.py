@@ -12,7 +12,7 @@ import time
 
 T0 = time.monotonic()
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-import torch  # noqa: E402
+import torch  # noqa: E402,F401  (its import is timed)
 
 import torchsleuth  # noqa: E402
 import torchsleuth.sweep  # noqa: E402,F401  (what the server preloads first)

@@ -259,3 +259,26 @@ def test_a_part_leaves_out_the_cases_of_the_other_parts_and_the_parts_cover_the_
     assert sorted(sum(parts, [])) == sorted(cases[1:])  # a partition of what is not skipped
     assert all(len(p) > 40 for p in parts)  # and an even one
     assert [c for c in cases if c not in Leaving(set(), None)] == cases and in_part(cases[5], None)
+
+
+def test_a_hung_worker_is_killed_without_waiting_for_its_exit_and_every_killed_worker_is_reaped_at_close(tmp_path, monkeypatch):
+    import multiprocessing.process
+
+    joined, join = [], multiprocessing.process.BaseProcess.join
+
+    def recorded(process, timeout=None):
+        joined.append(process.pid)
+        return join(process, timeout)
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "join", recorded)
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=1.0, spares=1)
+    pool.run([("first", ["a", "hang", "b"])], Callbacks(skip_for=lambda unit: set(), on_outcome=lambda *a: None,
+                                                        on_failed=lambda *a: None, on_collateral=lambda *a: None,
+                                                        on_unit_done=lambda *a: None), close=False)
+    hung = [pid for _, pid, what in _lines(log) if what == "case hang"]
+    assert len(hung) == 2  # the case, then its replay alone: both killed at their timeout
+    assert not set(hung) & set(joined)  # the parent went on without waiting for either to exit
+    pool.close()
+    for pid in hung:  # each was reaped, as it exited or at close: no zombie is left
+        assert not os.path.exists(f"/proc/{pid}"), open(f"/proc/{pid}/stat").read()

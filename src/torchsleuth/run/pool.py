@@ -179,6 +179,7 @@ class Pool(Dispatcher):
         self.slots: list[_Slot] = []
         self.spare: list[_Slot] = []  # started workers waiting for a slot (none until the first replacement)
         self.started = 0  # worker processes started, spares included
+        self.dying: list[multiprocessing.Process] = []  # workers killed and not yet seen to exit (_kill)
         self.pins = list(pins or [])
         self.stacks: str | None = None  # the directory the workers' stacks are written to (stacks_directory), made at the first start
 
@@ -242,10 +243,15 @@ class Pool(Dispatcher):
         return faults.place(slot.process.pid, self.stacks)
 
     def _kill(self, slot: _Slot) -> None:
+        """End the slot's worker without waiting for it to exit: beside a GPU a process's exit tears down its device
+        context (about a third of a second on an H200, bench/cuda-sweep.md), which the parent spent with every
+        other worker waiting on it. The killed are reaped as they go (``is_alive`` does it) and at ``close``."""
         if slot.process.is_alive():
             os.kill(slot.process.pid, signal.SIGKILL)
-        slot.process.join(timeout=5)
+            if slot.process not in self.dying:
+                self.dying.append(slot.process)
         slot.conn.close()
+        self.dying = [process for process in self.dying if process.is_alive()]
 
     def _send_run(self, slot: _Slot, only: str | None = None) -> None:
         slot.conn.send(("run", slot.unit, slot.skip, only, slot.part))
@@ -292,7 +298,9 @@ class Pool(Dispatcher):
             if slot.process.is_alive():
                 slot.process.kill()
                 slot.process.join(timeout=2)
-        self.slots = []
+        for process in self.dying:  # killed with SIGKILL: they exit once the kernel has torn them down
+            process.join(timeout=5)
+        self.slots, self.dying = [], []
         if self.stacks is not None:
             shutil.rmtree(self.stacks, ignore_errors=True)
             self.stacks = None
