@@ -244,8 +244,9 @@ class Pool(Dispatcher):
 
     def _kill(self, slot: _Slot) -> None:
         """End the slot's worker without waiting for it to exit: beside a GPU a process's exit tears down its device
-        context (about a third of a second on an H200, bench/cuda-sweep.md), which the parent spent with every
-        other worker waiting on it. The killed are reaped as they go (``is_alive`` does it) and at ``close``."""
+        context, and the parent waited for that with every other worker waiting on it (the ten hang replays that end
+        a whole-catalog run on an H200 started 0.26-1.2 s apart, each after such a wait; bench/cuda-sweep.md). The
+        killed are reaped as they exit (``is_alive`` does it) and at ``close``."""
         if slot.process.is_alive():
             os.kill(slot.process.pid, signal.SIGKILL)
             if slot.process not in self.dying:
