@@ -52,7 +52,6 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 from ..cases import opinfo  # noqa: E402
-from .starts import LEAVE_CATALOG  # noqa: E402
 
 
 class _DeviceAsked(BaseException):
@@ -142,6 +141,10 @@ def safe_to_fork() -> bool:
     """No CUDA context made by torch, the driver not initialized, no thread but this one."""
     return not torch.cuda.is_initialized() and not _driver_initialized() and threading.active_count() == 1
 
+
+# Set to "0" by run.starts in the environment of a server started after one that loading the catalog left unsafe
+# (run.starts.LEAVE_CATALOG: this module cannot import it, run.starts imports this one in the server's answer).
+LEAVE_CATALOG = "TORCHSLEUTH_SERVER_CATALOG"
 
 if os.environ.get(LEAVE_CATALOG) == "0":
     CATALOG = False

@@ -46,8 +46,8 @@ START = "TORCHSLEUTH_WORKER_START"
 STARTS = ("forkserver", "spawn")
 # The devices whose sweeps fork their workers by default (measured: bench/worker-start.md).
 FORKED_BESIDE = ("cpu", "cuda")
-# Set to "0" in the environment of a fork server that leaves the catalog to its workers (run.preload): one started
-# after a server that loaded it was left unsafe to fork from.
+# Set to "0" in the environment of a fork server that leaves the catalog to its workers (run.preload reads it under
+# the same name): one started after a server that loaded it was left unsafe to fork from.
 LEAVE_CATALOG = "TORCHSLEUTH_SERVER_CATALOG"
 # How long the pool waits for the fork server's first answer (it imports torch and loads the catalog first).
 PRELOAD_SECONDS = 180.0
