@@ -179,6 +179,14 @@ def renamed(mismatch: Mismatch, path: str) -> Mismatch:
     return dataclasses.replace(mismatch, path=path)
 
 
+def same_bytes(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """Whether two snapshots of a storage hold the same bytes, in one comparison (``changed`` makes a row of bytes per
+    element first); False where that cannot be asked so (then ``changed`` says)."""
+    return (before.dtype == after.dtype and before.device == after.device and before.dim() == after.dim() == 1
+            and before.is_contiguous() and after.is_contiguous()
+            and torch.equal(before.view(torch.uint8), after.view(torch.uint8)))
+
+
 def changed(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
     """Per storage element, whether any of its bytes changed."""
     return (cmp.bytes_of(before) != cmp.bytes_of(after)).any(-1)
