@@ -380,3 +380,19 @@ def test_two_snapshots_of_a_storage_are_the_same_bytes_exactly_when_no_element_c
     # what cannot be asked in one comparison is left to ``changed``: not the same bytes by this answer
     other = before.to(torch.complex128 if dtype.is_complex else torch.float64)
     assert not same_bytes(before[::2], before.clone()[::2]) and not same_bytes(before, other)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.complex64], ids=str)
+def test_at_no_tolerance_equal_values_pass_and_one_element_off_is_found_the_same_through_either_path(dtype):
+    # equal values (a zero of either sign, infinities) pass at once; a NaN takes the element-wise path and matches a NaN
+    values = torch.tensor([0.0, -0.0, 1.5, INF, -INF, 3.0]).to(dtype)
+    exact = fixed(0.0, 0.0)
+    assert leaf(values, values.clone(), tolerance=exact) is None
+    assert leaf(values, torch.tensor([-0.0, 0.0, 1.5, INF, -INF, 3.0]).to(dtype), tolerance=exact) is None
+    with_nan = values.clone()
+    with_nan[5] = NAN
+    assert leaf(with_nan, with_nan.clone(), tolerance=exact) is None
+    off = values.clone()
+    off[2] = 1.75
+    found = leaf(off, values, tolerance=exact)
+    assert found is not None and found.mismatched == 1 and found.worst_index == (2,)
