@@ -82,6 +82,7 @@ class References:
         self.base = _with_tensors(base, tensors)
         self.dtype = dtype
         self.seed = seed
+        self.facts: dict[str, object] = {}  # catalog name -> run.facts.Facts, read off these references once (of_references)
 
     @functools.cached_property
     def contiguous(self) -> Reference:
