@@ -76,7 +76,7 @@ from typing import Callable
 from .. import devices
 from . import faults
 from .dispatch import Dispatcher, Leaving, Slot
-from .starts import _environ, default_start, hash_seed, server_holds_catalog, start_context
+from .starts import temporary_environ, default_start, hash_seed, server_holds_catalog, start_context
 
 
 class DeviceLost(Exception):
@@ -202,7 +202,7 @@ class Pool(Dispatcher):
             self.stacks = stacks_directory(self.log)
         process = self.context.Process(target=_worker_main, args=(child, self.work, self.describe, self.config, self.threads, self.log, self.warm,
                                                                   environ, self.stacks), daemon=True)
-        with _environ(changes):
+        with temporary_environ(changes):
             process.start()
         child.close()
         self.started += 1

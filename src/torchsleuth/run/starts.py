@@ -73,7 +73,7 @@ def hash_seed() -> dict[str, str]:
     return {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED") or "0"}
 
 
-class _environ:
+class temporary_environ:
     """``os.environ`` with ``changes`` while the block runs: what a process started in it (a spawned worker, the fork
     server) starts with; as it was afterwards."""
 
@@ -100,7 +100,7 @@ def begin(start: str, preload: tuple[str, ...] = ()) -> None:
     server = multiprocessing.forkserver._forkserver
     if getattr(server, "_forkserver_pid", None) is None:  # set once a server is running
         context.set_forkserver_preload([*preload, f"{__package__}.preload"])  # preload last: it judges the others
-    with _environ(hash_seed()):  # the server starts now, and its workers hash as it does
+    with temporary_environ(hash_seed()):  # the server starts now, and its workers hash as it does
         multiprocessing.forkserver.ensure_running()
 
 
@@ -128,7 +128,7 @@ def _restarted_without_catalog() -> bool:
     if not hasattr(server, "_stop"):
         return False
     server._stop()
-    with _environ({**hash_seed(), LEAVE_CATALOG: "0"}):  # the server's own environment, not its workers'
+    with temporary_environ({**hash_seed(), LEAVE_CATALOG: "0"}):  # the server's own environment, not its workers'
         multiprocessing.forkserver.ensure_running()
     return True
 
