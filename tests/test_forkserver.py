@@ -76,17 +76,25 @@ if __name__ == "__main__":  # a spawned worker imports this file again
 """
 
 
+# The work the drivers below give their pools: one case, whose outcome is the worker's parent.
+WORK = "import os\n\ndef report(unit, config, skip, only):\n    yield 'begin', unit\n    yield 'outcome', os.getppid()\n"
+
+
+def _driven(tmp_path, driver: str, env: dict | None = None, **modules: str) -> str:
+    """What ``driver`` prints, run as a script in a fresh interpreter beside ``modules`` (name -> source) and WORK,
+    which the fork server finds on its path too."""
+    for name, source in {"work": WORK, **modules}.items():
+        (tmp_path / f"{name}.py").write_text(source)
+    (tmp_path / "driver.py").write_text(driver)
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, str(tmp_path / "driver.py")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path, **(env or {})})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
 def test_a_server_with_a_thread_is_not_forked_from_the_pool_spawns(tmp_path):
-    (tmp_path / "unsafe.py").write_text(UNSAFE)
-    (tmp_path / "work.py").write_text("import os\n\ndef report(unit, config, skip, only):\n    yield 'begin', unit\n"
-                                      "    yield 'outcome', os.getppid()\n")
-    driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER)
-    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)  # where the server finds them
-    done = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": path})
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["spawn", "True"]  # spawned by the driver itself, and the unit ran
+    assert _driven(tmp_path, DRIVER, unsafe=UNSAFE).split() == ["spawn", "True"]  # spawned by the driver itself, and the unit ran
 
 
 def test_workers_fork_for_a_cpu_or_cuda_sweep_and_spawn_beside_other_accelerators_unless_told(monkeypatch):
@@ -239,16 +247,8 @@ if __name__ == "__main__":
 
 
 def test_a_server_that_loading_the_catalog_left_unsafe_is_replaced_by_one_that_leaves_it_to_the_workers(tmp_path):
-    (tmp_path / "unsafe_catalog.py").write_text(UNSAFE_CATALOG)
-    (tmp_path / "work.py").write_text("import os\n\ndef report(unit, config, skip, only):\n    yield 'begin', unit\n"
-                                      "    yield 'outcome', os.getppid()\n")
-    driver = tmp_path / "driver.py"
-    driver.write_text(RESTART)
-    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": path})
-    assert done.returncode == 0, done.stderr[-3000:]
-    first, where = done.stdout.strip().splitlines()[-2:]
+    printed = _driven(tmp_path, RESTART, unsafe_catalog=UNSAFE_CATALOG)
+    first, where = printed.strip().splitlines()[-2:]
     assert first.split() == ["forkserver", "False", "True"]  # forked, from a server without the catalog, not spawned
     assert where == "local pool, 1 worker, forked from a fork server: 1 cases on this machine"
 
@@ -275,15 +275,8 @@ if __name__ == "__main__":
 
 
 def test_a_fork_server_begun_early_loads_while_its_caller_goes_on_and_is_the_one_the_pool_asks(tmp_path):
-    (tmp_path / "slow.py").write_text(SLOW)
-    (tmp_path / "other.py").write_text("")
-    driver = tmp_path / "driver.py"
-    driver.write_text(BEGIN)
-    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": path, "GO": str(tmp_path / "go"), "LOADED": str(tmp_path / "loaded")})
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["True", "True", "forkserver", "True", "False"]
+    printed = _driven(tmp_path, BEGIN, {"GO": str(tmp_path / "go"), "LOADED": str(tmp_path / "loaded")}, slow=SLOW, other="")
+    assert printed.split() == ["True", "True", "forkserver", "True", "False"]
 
 
 # A sweep whose planning asks whether the fork server is already running (it plans while the server loads).
