@@ -2,7 +2,8 @@
 
 The work here is no sweep: a unit is a name and a list of case names; a case named ``pause`` sleeps, ``die`` kills its
 worker (its replay alone too, so the pool reports it), ``slow`` takes 1.2 s, ``hang`` never returns, and ``hang_after`` hangs only in a
-process that has run a case before it (collateral: alone, it passes), ``late`` passes after 0.3 s. Every process writes what it did to a log
+process that has run a case before it (collateral: alone, it passes), ``late`` passes after 0.3 s, ``tainted`` ends its
+worker unless it runs alone, where its outcome is an error. Every process writes what it did to a log
 (``O_APPEND``, one line a write), so the test reads which process ran what, and when.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+import types
 
 import pytest
 
@@ -45,6 +47,11 @@ def _work(unit, config, skip, only):
         if case == "die":
             _log(config, "die")
             os._exit(7)
+        if case == "tainted":  # ends its worker unless run alone, where its outcome is not a pass (as engine.TAINTED does)
+            if only is None:
+                os._exit(3)
+            yield "outcome", types.SimpleNamespace(status="error", case=case)
+            continue
         if case == "segv":  # a kernel's crash: the worker's stacks are written (run.faults)
             os.kill(os.getpid(), signal.SIGSEGV)
         if case == "pause":
@@ -282,3 +289,13 @@ def test_a_hung_worker_is_killed_without_waiting_for_its_exit_and_every_killed_w
     pool.close()
     for pid in hung:  # each was reaped, as it exited or at close: no zombie is left
         assert not os.path.exists(f"/proc/{pid}"), open(f"/proc/{pid}/stat").read()
+
+
+def test_a_collateral_case_says_what_its_replay_alone_gave_a_pass_or_its_status(tmp_path):
+    said = []
+    pool = Pool(_work, _describe, str(tmp_path / "log"), workers=1, timeout=1.0)
+    pool.run([("first", ["a", "hang_after", "b"]), ("second", ["c", "tainted", "d"])], Callbacks(
+        skip_for=lambda unit: set(), on_outcome=lambda *a: None, on_failed=lambda *a: None,
+        on_collateral=lambda unit, case_id, how: said.append((case_id, how)), on_unit_done=lambda *a: None))
+    assert dict(said) == {"hang_after": "it passed when run alone in a fresh worker",  # a hang set aside, replayed last
+                          "tainted": "not when it ran alone in a fresh worker (its outcome there: error)"}

@@ -122,6 +122,7 @@ class Slot:
     limit: float = 0.0  # seconds the case in flight may take
     setup_failures: int = 0
     replaying: str | None = None  # case id being replayed alone after a failure
+    replayed: str = "pass"  # the status of the replay's outcome, where it sent one
     set_aside: bool = False  # the replay is of a hang set aside: once settled, the slot takes the next unit
     describing: tuple | None = None  # (case_id, kind, how) waiting for its description
     part: tuple[int, int] | None = None  # (index, count): this slot runs one part of its split unit
@@ -244,6 +245,8 @@ class Dispatcher:
         """One event from the slot's worker; False when the worker's stream is done with (read no further)."""
         if kind == "begin":
             slot.in_flight, slot.since = payload, time.monotonic()
+            if slot.replaying == payload:
+                slot.replayed = "pass"  # until its outcome says otherwise
             slot.limit = self.timeout * self.slower(payload) * (1.0 if slot.replaying == payload else self.first)
             if self.hung and slot.replaying != payload and self.kin(payload) in self.hung:  # only where a kin function found one
                 self._kill(slot)  # before its kernel holds the device
@@ -251,6 +254,8 @@ class Dispatcher:
                 return False
         elif kind == "outcome":
             self.outcomes += 1
+            if slot.replaying is not None and slot.replaying == slot.in_flight:
+                slot.replayed = getattr(payload, "status", "pass")
             slot.skip.add(slot.in_flight)
             slot.in_flight = None
             self.cb.on_outcome(slot.unit, payload)
@@ -264,7 +269,9 @@ class Dispatcher:
             self._resume(slot)
             return False
         elif kind == "done" and slot.replaying is not None:
-            self.cb.on_collateral(slot.unit, slot.replaying, "it passed when run alone in a fresh worker")
+            alone = ("it passed when run alone in a fresh worker" if slot.replayed == "pass"
+                     else f"not when it ran alone in a fresh worker (its outcome there: {slot.replayed})")
+            self.cb.on_collateral(slot.unit, slot.replaying, alone)
             slot.skip.add(slot.replaying)
             slot.replaying = None
             self._go_on(slot)
