@@ -86,18 +86,14 @@ def facts(trace: Trace | None, inputs: dict, result, *, fallback: str) -> Facts:
 
 def of_references(refs, catalog_name: str) -> Facts:
     """The facts of a case's call, read off its references' trace; storage-defined by the op's catalog name (its packet
-    for an overload's name, ``aten.as_strided_copy.default``). Kept on the references (``refs.facts``, where they have
-    it): every case of a sample asks, and the references do not change."""
-    kept = getattr(refs, "facts", None)
-    if kept is not None and catalog_name in kept:
-        return kept[catalog_name]
-    found = facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=catalog_name)
-    parts = catalog_name.split(".")
-    packet = parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[0]
-    found = dataclasses.replace(found, storage_defined=packet in STORAGE_DEFINED)
-    if kept is not None:
-        kept[catalog_name] = found
-    return found
+    for an overload's name, ``aten.as_strided_copy.default``). Kept on the references (``refs.facts``): every case of
+    a sample asks, and the references do not change."""
+    if catalog_name not in refs.facts:
+        found = facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=catalog_name)
+        parts = catalog_name.split(".")
+        packet = parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[0]
+        refs.facts[catalog_name] = dataclasses.replace(found, storage_defined=packet in STORAGE_DEFINED)
+    return refs.facts[catalog_name]
 
 
 def _tensors(value):

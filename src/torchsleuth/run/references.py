@@ -41,6 +41,7 @@ from .. import dtypes
 from ..cases import layouts
 from ..cases.records import Case
 from . import call, transfer, tree
+from .facts import Facts
 from .ranged import Overflowing
 from .trace import Trace
 
@@ -82,7 +83,7 @@ class References:
         self.base = _with_tensors(base, tensors)
         self.dtype = dtype
         self.seed = seed
-        self.facts: dict[str, object] = {}  # catalog name -> run.facts.Facts, read off these references once (of_references)
+        self.facts: dict[str, Facts] = {}  # catalog name -> its facts, read off these references once (run.facts.of_references)
 
     @functools.cached_property
     def contiguous(self) -> Reference:
