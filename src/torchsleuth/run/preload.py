@@ -52,6 +52,7 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 from ..cases import opinfo  # noqa: E402
+from .starts import LEAVE_CATALOG  # noqa: E402
 
 
 class _DeviceAsked(BaseException):
@@ -142,11 +143,7 @@ def safe_to_fork() -> bool:
     return not torch.cuda.is_initialized() and not _driver_initialized() and threading.active_count() == 1
 
 
-# Set to "0" by run.starts in the environment of a server started after one that loading the catalog left unsafe
-# (run.starts.LEAVE_CATALOG: this module cannot import it, run.starts imports this one in the server's answer).
-LEAVE_CATALOG = "TORCHSLEUTH_SERVER_CATALOG"
-
-if os.environ.get(LEAVE_CATALOG) == "0":
+if os.environ.get(LEAVE_CATALOG) == "0":  # set by run.starts: a server before this one was left unsafe by the load
     CATALOG = False
 elif not torch.cuda.is_available():  # NVML's answer: no context made
     CATALOG = bool(opinfo.catalog())
@@ -155,10 +152,3 @@ else:
     CATALOG = _capability is not None and safe_to_fork() and load_catalog_beside_a_gpu(_capability)
 
 FORK_SAFE = safe_to_fork()
-
-
-def fork_safe(conn) -> None:
-    """The forked child's answer to the pool: whether its server was safe to fork from, and whether it holds the
-    catalog."""
-    conn.send((FORK_SAFE, CATALOG))
-    conn.close()

@@ -46,8 +46,8 @@ START = "TORCHSLEUTH_WORKER_START"
 STARTS = ("forkserver", "spawn")
 # The devices whose sweeps fork their workers by default (measured: bench/worker-start.md).
 FORKED_BESIDE = ("cpu", "cuda")
-# Set to "0" in the environment of a fork server that leaves the catalog to its workers (run.preload reads it under
-# the same name): one started after a server that loaded it was left unsafe to fork from.
+# Set to "0" in the environment of a fork server that leaves the catalog to its workers (run.preload reads it): one
+# started after a server that loaded it was left unsafe to fork from.
 LEAVE_CATALOG = "TORCHSLEUTH_SERVER_CATALOG"
 # How long the pool waits for the fork server's first answer (it imports torch and loads the catalog first).
 PRELOAD_SECONDS = 180.0
@@ -105,9 +105,11 @@ def begin(start: str, preload: tuple[str, ...] = ()) -> None:
 
 
 def _fork_safe_child(conn: Connection) -> None:
-    from . import preload  # loaded in the server already
-
-    preload.fork_safe(conn)
+    """The forked child's answer: run.preload's, from the module its server holds (importing it anywhere else would make
+    the load it makes); no server that preloaded it is no server to fork from."""
+    preload = sys.modules.get(f"{__package__}.preload")
+    conn.send((preload.FORK_SAFE, preload.CATALOG) if preload is not None else (False, False))
+    conn.close()
 
 
 def _ask(context) -> tuple[bool, bool]:
