@@ -28,6 +28,7 @@ import contextlib
 import functools
 import hashlib
 import io
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -35,7 +36,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import UsageError
-from . import reach, schema
+from . import extra_ops, reach, schema
 
 # A reduction gets one extra sample whose reduced dim is this long: the
 # OpInfo samples reduce over at most a few dozen elements, too few for
@@ -67,7 +68,7 @@ def _op_db() -> tuple:
         raise UsageError(
             f"cannot load PyTorch's OpInfo database ({e}); install what it needs (pip install {missing.split('.')[0]})"
         ) from None
-    return tuple(op_db) + _extra_ops()
+    return tuple(op_db) + extra_ops.ops()
 
 
 def _full_name(opinfo) -> str:
@@ -102,10 +103,10 @@ def get(name: str):
 
 
 def source(opinfo) -> str:
-    """Where the entry comes from: "opinfo", "torchsleuth" (``_ExtraOp``), "schema" (``cases.schema``)."""
+    """Where the entry comes from: "opinfo", "torchsleuth" (``cases.extra_ops``), "schema" (``cases.schema``)."""
     if isinstance(opinfo, schema.SchemaOp):
         return "schema"
-    return "torchsleuth" if isinstance(opinfo, _ExtraOp) else "opinfo"
+    return "torchsleuth" if isinstance(opinfo, extra_ops.ExtraOp) else "opinfo"
 
 
 def dtypes(opinfo, device_type: str, *, backward: bool = False) -> set[torch.dtype]:
@@ -166,7 +167,7 @@ def _siblings(opinfo) -> dict[str, Callable]:
 
 
 def _probed_siblings(opinfo) -> dict[str, Callable]:
-    if isinstance(opinfo, _ExtraOp) or not _public_index().get(id(opinfo.op)) or reach.random(opinfo):
+    if isinstance(opinfo, extra_ops.ExtraOp) or not _public_index().get(id(opinfo.op)) or reach.random(opinfo):
         return {}
     name = reach.aten_name(opinfo)
     candidates = {}
@@ -231,12 +232,46 @@ def _meta(value):
 def samples(opinfo, dtype: torch.dtype) -> list[Sample]:
     """The op's samples for ``dtype``, on the CPU, the same in every process."""
     seed = int.from_bytes(hashlib.sha256(f"{_full_name(opinfo)}|{dtype}".encode()).digest()[:4], "little")
-    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
+    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]), _outside_any_test():
         warnings.simplefilter("ignore")
         torch.default_generator.manual_seed(seed)  # samples are made on the CPU
         found = [_plain(s) for s in opinfo.sample_inputs("cpu", dtype, requires_grad=False)]
         found.extend(_long_reductions(opinfo, dtype))
     return found
+
+
+@contextlib.contextmanager
+def _outside_any_test():
+    """Samples made as outside any unittest test, which they are. OpInfo's iterators look for the test they run in
+    (``extract_test_fn``, in common_utils and as opinfo.core imported it) to seed each sample by its name: a walk of
+    ``inspect.stack()`` that scans ``sys.modules`` for most frames, a tenth of a CPU sweep's time
+    (bench/sweep-profile.md), and under a user's own unittest test the samples would have been seeded by its name.
+    Before each sample they seed every generator (``set_rng_seed``); the samples are made on the CPU, so the CPU's
+    generator, ``random`` and numpy are seeded, not every GPU's as well."""
+    names = ("torch.testing._internal.common_utils", "torch.testing._internal.opinfo.core")
+    kept = [(m, name, getattr(m, name)) for m in map(sys.modules.get, names) for name in ("extract_test_fn", "set_rng_seed")
+            if hasattr(m, name)]
+    for module, name, _ in kept:
+        setattr(module, name, _seed_the_host if name == "set_rng_seed" else _no_test)
+    try:
+        yield
+    finally:
+        for module, name, original in kept:
+            setattr(module, name, original)
+
+
+def _no_test():
+    return None
+
+
+def _seed_the_host(seed):
+    import random
+
+    torch.default_generator.manual_seed(seed)
+    random.seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed)
 
 
 def _plain(sample) -> Sample:
@@ -295,67 +330,6 @@ def tolerance_override(opinfo, device_type: str, dtype: torch.dtype) -> tuple[fl
     if atol is None:
         return None
     return atol, rtol
-
-
-# --- cases the OpInfo database lacks -------------------------------------------
-#
-# The first seed story's random in-place ops include ``random_`` and
-# ``bernoulli_``, which have no OpInfo entry of their own. They are described
-# here with the few attributes this adapter reads, so the rest of the pipeline
-# cannot tell them apart from OpInfo entries.
-
-
-class _ExtraOp:
-    supports_out = False
-    supports_autograd = False
-    method_variant = None
-    variant_test_name = ""
-    decorators = ()
-
-    def __init__(self, name, inplace, make_args, dtypes_):
-        self.name = name
-        self.inplace_variant = inplace
-        self.op = lambda t, *args, **kwargs: inplace(t.clone(), *args, **kwargs)
-        self._make_args = make_args
-        self._dtypes = dtypes_
-
-    def supported_dtypes(self, device_type):
-        return set(self._dtypes)
-
-    def supported_backward_dtypes(self, device_type):
-        return set()
-
-    def sample_inputs(self, device, dtype, requires_grad=False):
-        from torch.testing import make_tensor
-        from torch.testing._internal.opinfo.core import SampleInput
-
-        for shape in ((10,), (5, 5), (4, 3, 5)):
-            t = make_tensor(shape, dtype=dtype, device=device)
-            for args, kwargs in self._make_args(dtype):
-                yield SampleInput(t, args=args, kwargs=kwargs)
-
-
-def _random_args(dtype):
-    if dtype == torch.bool:
-        yield (), {}
-        return
-    yield (), {}
-    yield (3,), {}
-    yield (-2, 7) if dtype not in (torch.uint8,) else (1, 7), {}
-
-
-def _bernoulli_args(dtype):
-    yield (0.5,), {}
-    yield (), {"p": 0.25}
-
-
-def _extra_ops() -> tuple:
-    ints = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
-    floats = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
-    return (
-        _ExtraOp("random_", torch.Tensor.random_, _random_args, ints + floats + (torch.bool,)),
-        _ExtraOp("bernoulli_", torch.Tensor.bernoulli_, _bernoulli_args, floats + ints + (torch.bool,)),
-    )
 
 
 # --- public names, for repro scripts -----------------------------------------------
