@@ -18,7 +18,7 @@ import pytest
 
 from torchsleuth import devices
 from torchsleuth.errors import UsageError
-from torchsleuth.run.dispatch import Callbacks, Leaving, first_share, in_part
+from torchsleuth.run.dispatch import Callbacks, Leaving, after_hang_share, first_share, in_part
 from torchsleuth.run.pool import Pool
 
 
@@ -161,8 +161,28 @@ def test_on_a_shared_gpu_a_case_is_set_aside_after_a_share_of_its_time_and_its_r
         assert seen["collateral"] == [] and seen["outcomes"] == ["a", "slow", "b"] and len(slow_runs) == 1
 
 
-def test_the_share_is_all_of_the_time_on_the_cpu_and_a_fifth_on_an_accelerator():
+def test_the_share_is_all_of_the_time_on_the_cpu_and_a_fifth_on_an_accelerator_a_fiftieth_after_a_hang():
     assert first_share("cpu") == 1.0 and first_share("cuda") == first_share("cuda:1") == first_share("mps") == 0.2
+    assert after_hang_share("cpu") == 1.0 and after_hang_share("cuda") == after_hang_share("mps") == 0.02
+
+
+@pytest.mark.parametrize("after_hang", [0.25, 1.0])
+def test_once_a_case_of_a_unit_hung_its_other_cases_are_set_aside_after_the_smaller_share(tmp_path, after_hang):
+    # after_hang=0.25: once "hang" is set aside, "slow" (1.2 s) outlives 0.5 s of its 2 s, is set aside too, and passes
+    # alone with the whole 2 s (after "b" went on); in "second", where nothing hung, "slow" passes in place at the first
+    # share (all of the time here). after_hang=1.0 (the CPU): "slow" passes in place in both.
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=1, first=1.0, after_hang=after_hang)
+    seen = _run(pool, [("first", ["a", "hang", "slow", "b"]), ("second", ["c", "slow", "d"])])
+    assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")]
+    assert sorted(seen["done"]) == [("first", "done"), ("second", "done")]
+    slow_runs = [pid for _, pid, what in _lines(log) if what == "case slow"]
+    if after_hang < 1.0:
+        assert seen["collateral"] == ["slow"] and seen["outcomes"] == ["a", "b", "c", "slow", "d", "slow"]
+        assert len(slow_runs) == 3  # set aside in "first", its replay alone, in place in "second"
+    else:
+        assert seen["collateral"] == [] and seen["outcomes"] == ["a", "slow", "b", "c", "slow", "d"]
+        assert len(slow_runs) == 2
 
 
 def test_workers_are_spread_over_the_gpus_and_a_replacement_keeps_its_gpu(tmp_path, monkeypatch):

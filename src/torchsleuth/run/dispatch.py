@@ -23,11 +23,14 @@ resumes them and nothing is lost. A crash's replay is cheap and stays where
 it is. Where workers share a GPU (``first`` below one) a case is set aside
 once it has run for that share of its time: a hanging kernel would hold the
 device that long, and the replay at the end, given the whole time, still
-tells a hang from a slow case. A case that sets the same values as a hang
-set aside (its ``kin``, run.edits.kin: the same op and searched values in
-another sample, layout, variant or dtype, so in another unit too) is set
-aside as soon as it begins, its worker ended before its kernel holds the
-device: it would most likely hang as well, and its replay at the end tells.
+tells a hang from a slow case. Once a case of a unit is set aside, the
+unit's other cases get a smaller share (``after_hang``): a unit that hangs
+once most often hangs again on other values. A case that sets the same
+values as a hang set aside (its ``kin``, run.edits.kin: the same op and
+searched values in another sample, layout, variant or dtype, so in another
+unit too) is set aside as soon as it begins, its worker ended before its
+kernel holds the device: it would most likely hang as well, and its replay at
+the end tells.
 
 A unit's rest is shared once nothing is left to hand out. Units go out in
 the ops' order, so a unit that crashes or hangs case after case can be the
@@ -74,12 +77,23 @@ SETUP_RETRIES = 1
 # in run H (the first at this share) took 10.6 s (special.erfcx), none was set aside
 # and passed alone.
 ACCELERATOR_SHARE = 0.2
+# The share once a case of its unit has hung and been set aside: 1.2 s of 60. A unit that hangs once most often
+# hangs again on other values (the polynomial units of a catalog sweep, each case otherwise taking milliseconds: a
+# second wave of six hanging kernels held the device 12 s, the pool at about 100 cases/s the while; run L in
+# bench/cuda-sweep.md). A slow case set aside so costs only its replay at the end, beside the hangs' own.
+AFTER_A_HANG_SHARE = 0.02
 
 
 def first_share(device: str) -> float:
     """How much of its time a case may take before it is set aside: all of it on the CPU (a hang holds one core),
     ``ACCELERATOR_SHARE`` on an accelerator the pool's workers share (a hang holds the device for all of them)."""
     return 1.0 if devices.kind(device) == "cpu" else ACCELERATOR_SHARE
+
+
+def after_hang_share(device: str) -> float:
+    """The share, once a case of the unit has hung: all of the time on the CPU, ``AFTER_A_HANG_SHARE`` on an
+    accelerator the pool's workers share."""
+    return 1.0 if devices.kind(device) == "cpu" else AFTER_A_HANG_SHARE
 
 
 def in_part(case_id: str, part: tuple[int, int] | None) -> bool:
@@ -136,6 +150,7 @@ class Dispatcher:
     timeout: float
     slower: Callable[[str], float]  # a case id -> how many timeouts it may take
     first: float = 1.0  # the share of its time a case may take before it is set aside, unless it is a replay (first_share)
+    after_hang: float = 1.0  # the share in a unit one of whose cases hung and was set aside (after_hang_share)
     kin: Callable[[str], str | None] | None = None  # a case id -> what it shares with the cases that hang with it
     share: Callable[[object], bool] | None = None  # whether a unit's rest may be split among idle workers
     cb: Callbacks
@@ -247,7 +262,8 @@ class Dispatcher:
             slot.in_flight, slot.since = payload, time.monotonic()
             if slot.replaying == payload:
                 slot.replayed = "pass"  # until its outcome says otherwise
-            slot.limit = self.timeout * self.slower(payload) * (1.0 if slot.replaying == payload else self.first)
+            share = self.first if not self.unsettled.get(id(slot.unit)) else min(self.first, self.after_hang)
+            slot.limit = self.timeout * self.slower(payload) * (1.0 if slot.replaying == payload else share)
             if self.hung and slot.replaying != payload and self.kin(payload) in self.hung:  # only where a kin function found one
                 self._kill(slot)  # before its kernel holds the device
                 self._case_failed(slot, "hang", "set aside unrun: a case setting the same values hung")

@@ -165,12 +165,13 @@ def default_spares(workers: int) -> int:
 class Pool(Dispatcher):
     def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1, log: str | None = None,
                  slower: Callable[[str], float] = lambda case_id: 1.0, warm: Callable | None = None, spares: int | None = None,
-                 pins: list[dict] | None = None, first: float = 1.0, start: str | None = None, preload: tuple[str, ...] = (),
+                 pins: list[dict] | None = None, first: float = 1.0, after_hang: float = 1.0, start: str | None = None,
+                 preload: tuple[str, ...] = (),
                  kin: Callable[[str], str | None] | None = None, share: Callable[[object], bool] | None = None,
                  environ: dict[str, str] | None = None, remark: str = ""):
         self.work, self.describe, self.config, self.log, self.warm = work, describe, config, log, warm
         self.environ, self.remark = dict(environ or {}), remark  # what every worker's environment adds; said by where()
-        self.first, self.kin, self.share = first, kin, share  # see run.dispatch's design note
+        self.first, self.after_hang, self.kin, self.share = first, after_hang, kin, share  # see run.dispatch's design note
         self.workers, self.timeout, self.threads = max(1, workers), timeout, threads
         self.slower = slower  # a case id -> how many timeouts it may take (a compile takes longer than a call)
         self.spares = default_spares(self.workers) if spares is None else spares
