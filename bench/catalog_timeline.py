@@ -10,7 +10,9 @@ default selection, or --ops) and writes, as it goes (a run killed by a time limi
   "why": "first"|"replace"}`` (a worker process started: the first ones, then each replacement after a device lost,
   a crash, a hang or a replay alone), ``{"start_method": "forkserver"|"spawn"}`` once, and ``{"cases": N}`` every 10 s;
 * ``DIR/runs.db``: the store (each case's own seconds in ``outcomes.seconds``);
-* ``DIR/summary.json``: wall time, cases, cases/s, the parent's CPU seconds (the pool's dispatcher and the store).
+* ``DIR/summary.json``: wall time (from the sweep's call; ``since_start`` from before the ops are resolved, as
+  ``torchsleuth ops`` resolves them after its imports), cases, cases/s, the parent's CPU seconds (the pool's dispatcher
+  and the store).
 
 Read it with ``python bench/catalog_timeline.py --read DIR``: the units by wall time, the time outside cases, the
 worker starts by unit; ``--compare DIR_A DIR_B``, whether two runs' statuses and findings agree on the units both
@@ -94,6 +96,12 @@ def record(args) -> int:
             log.write(done=unit.key, cases=counts[unit.key])
 
     Pool._start, Pool._replace, Frame.unit_begun = start, replace, unit_begun
+    try:  # as `torchsleuth ops` does: the fork server loads while this process loads the catalog to resolve the ops
+        from torchsleuth.cli.ops import _begin_workers
+
+        _begin_workers(argparse.Namespace(workers=args.workers or len(os.sched_getaffinity(0)), executor="local"), args.device)
+    except ImportError:  # a tree before that: the sweep starts it, after the ops are resolved
+        pass
     ops = op_sample(args.ops, 1)
     config = catalog_config(args.device, ops, workers=args.workers or len(os.sched_getaffinity(0)), depth="catalog")
     began = time.monotonic()
@@ -101,7 +109,7 @@ def record(args) -> int:
     wall = time.monotonic() - began
     log.write(end=counts["all"])
     own = resource.getrusage(resource.RUSAGE_SELF)
-    summary = {"wall": wall, "cases": result.cases, "cases_per_s": result.cases / wall, "workers": config.workers,
+    summary = {"wall": wall, "since_start": time.monotonic() - log.started, "cases": result.cases, "cases_per_s": result.cases / wall, "workers": config.workers,
                "statuses": dict(result.statuses), "ops": len(ops), "parent_cpu": own.ru_utime + own.ru_stime}
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
@@ -127,7 +135,8 @@ def read(path: str) -> int:
     if os.path.exists(os.path.join(path, "summary.json")):
         summary = json.load(open(os.path.join(path, "summary.json")))
         if "parent_cpu" in summary:
-            print(f"the parent's CPU: {summary['parent_cpu']:.1f} s of {summary['wall']:.1f} s wall")
+            since = f" ({summary['since_start']:.1f} s with resolving the ops)" if "since_start" in summary else ""
+            print(f"the parent's CPU: {summary['parent_cpu']:.1f} s of {summary['wall']:.1f} s wall{since}")
         errors = summary.get("statuses", {}).get("error", 0)
         print(f"statuses: {summary.get('statuses')}" + (f" ({errors} failed inside torchsleuth: see outcomes.reason)" if errors else ""))
     first, last = min(begun.values(), default=0.0), max(done.values(), default=end)
