@@ -166,23 +166,24 @@ def test_the_share_is_all_of_the_time_on_the_cpu_and_a_fifth_on_an_accelerator_a
     assert after_hang_share("cpu") == 1.0 and after_hang_share("cuda") == after_hang_share("mps") == 0.02
 
 
-@pytest.mark.parametrize("after_hang", [0.25, 1.0])
-def test_once_a_case_of_a_unit_hung_its_other_cases_are_set_aside_after_the_smaller_share(tmp_path, after_hang):
-    # after_hang=0.25: once "hang" is set aside, "slow" (1.2 s) outlives 0.5 s of its 2 s, is set aside too, and passes
-    # alone with the whole 2 s (after "b" went on); in "second", where nothing hung, "slow" passes in place at the first
-    # share (all of the time here). after_hang=1.0 (the CPU): "slow" passes in place in both.
+@pytest.mark.parametrize("after_hang, searched", [(0.25, True), (0.25, False), (1.0, True)])
+def test_once_a_case_setting_values_hung_the_units_other_cases_setting_values_get_the_smaller_share(tmp_path, after_hang, searched):
+    # "hang" and "slow" set values (each its own kin; "slow" none where not searched). after_hang=0.25: once "hang" is
+    # set aside, "slow" (1.2 s) outlives 0.5 s of its 2 s, is set aside too, and passes alone with the whole 2 s after
+    # "b" went on; where it ran before the hang it passed in place (tests above). A "slow" that sets no values
+    # (OpInfo's own sample), or after_hang=1.0 (the CPU): in place.
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=1, first=1.0, after_hang=after_hang)
-    seen = _run(pool, [("first", ["a", "hang", "slow", "b"]), ("second", ["c", "slow", "d"])])
+    kin = {"hang": "h", "slow": "s"} if searched else {"hang": "h"}
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=1, first=1.0, after_hang=after_hang, kin=kin.get)
+    seen = _run(pool, [("first", ["a", "hang", "slow", "b"]), ("second", ["c", "d"])])
     assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")]
     assert sorted(seen["done"]) == [("first", "done"), ("second", "done")]
     slow_runs = [pid for _, pid, what in _lines(log) if what == "case slow"]
-    if after_hang < 1.0:
-        assert seen["collateral"] == ["slow"] and seen["outcomes"] == ["a", "b", "c", "slow", "d", "slow"]
-        assert len(slow_runs) == 3  # set aside in "first", its replay alone, in place in "second"
+    if after_hang < 1.0 and searched:
+        assert seen["collateral"] == ["slow"] and seen["outcomes"] == ["a", "b", "c", "d", "slow"]
+        assert len(slow_runs) == 2 and slow_runs[0] != slow_runs[1]  # set aside, then its replay alone
     else:
-        assert seen["collateral"] == [] and seen["outcomes"] == ["a", "slow", "b", "c", "slow", "d"]
-        assert len(slow_runs) == 2
+        assert seen["collateral"] == [] and seen["outcomes"] == ["a", "slow", "b", "c", "d"] and len(slow_runs) == 1
 
 
 def test_workers_are_spread_over_the_gpus_and_a_replacement_keeps_its_gpu(tmp_path, monkeypatch):

@@ -23,14 +23,16 @@ resumes them and nothing is lost. A crash's replay is cheap and stays where
 it is. Where workers share a GPU (``first`` below one) a case is set aside
 once it has run for that share of its time: a hanging kernel would hold the
 device that long, and the replay at the end, given the whole time, still
-tells a hang from a slow case. Once a case of a unit is set aside, the
-unit's other cases get a smaller share (``after_hang``): a unit that hangs
-once most often hangs again on other values. A case that sets the same
-values as a hang set aside (its ``kin``, run.edits.kin: the same op and
-searched values in another sample, layout, variant or dtype, so in another
-unit too) is set aside as soon as it begins, its worker ended before its
-kernel holds the device: it would most likely hang as well, and its replay at
-the end tells.
+tells a hang from a slow case. A case that sets the same values as a hang
+set aside (its ``kin``, run.edits.kin: the same op and searched values in
+another sample, layout, variant or dtype, so in another unit too) is set
+aside as soon as it begins, its worker ended before its kernel holds the
+device: it would most likely hang as well, and its replay at the end tells.
+And once a case setting values hung, the unit's other cases setting values
+get a smaller share (``after_hang``): an op that hangs on some searched
+values most often hangs on others. OpInfo's own samples keep the first
+share (a slow kernel compiled on first use, set aside, is compiled again in
+each fresh worker).
 
 A unit's rest is shared once nothing is left to hand out. Units go out in
 the ops' order, so a unit that crashes or hangs case after case can be the
@@ -77,10 +79,12 @@ SETUP_RETRIES = 1
 # in run H (the first at this share) took 10.6 s (special.erfcx), none was set aside
 # and passed alone.
 ACCELERATOR_SHARE = 0.2
-# The share once a case of its unit has hung and been set aside: 1.2 s of 60. A unit that hangs once most often
-# hangs again on other values (the polynomial units of a catalog sweep, each case otherwise taking milliseconds: a
-# second wave of six hanging kernels held the device 12 s, the pool at about 100 cases/s the while; run L in
-# bench/cuda-sweep.md). A slow case set aside so costs only its replay at the end, beside the hangs' own.
+# The share of a case setting searched values once a case of its unit setting values has hung and been set aside:
+# 1.2 s of 60. An op that hangs on some values most often hangs on others (the polynomial units of a catalog sweep,
+# their cases otherwise taking milliseconds: a second wave of six hanging kernels held the device 12 s, the pool at
+# about 100 cases/s the while; run L in bench/cuda-sweep.md). A slow case set aside so costs only its replay at the
+# end, beside the hangs' own. Not OpInfo's own samples: special.erfcx's, slow while NVRTC compiles its kernel for
+# each layout, were set aside 76 times, each compiling again in a fresh worker (run M).
 AFTER_A_HANG_SHARE = 0.02
 
 
@@ -150,7 +154,7 @@ class Dispatcher:
     timeout: float
     slower: Callable[[str], float]  # a case id -> how many timeouts it may take
     first: float = 1.0  # the share of its time a case may take before it is set aside, unless it is a replay (first_share)
-    after_hang: float = 1.0  # the share in a unit one of whose cases hung and was set aside (after_hang_share)
+    after_hang: float = 1.0  # the share of a case setting values in a unit where such a case hung (after_hang_share)
     kin: Callable[[str], str | None] | None = None  # a case id -> what it shares with the cases that hang with it
     share: Callable[[object], bool] | None = None  # whether a unit's rest may be split among idle workers
     cb: Callbacks
@@ -170,6 +174,7 @@ class Dispatcher:
         self.unsettled: dict[int, int] = {}  # id(unit) -> its hangs set aside and not yet settled
         self.ended: dict[int, tuple[object, str, str]] = {}  # id(unit) -> (unit, state, detail): done, waiting for those
         self.hung: set[str] = set()  # the kin of the hangs set aside, in any unit (the same op in another dtype too)
+        self.hung_units: set[int] = set()  # id(unit) of the units with such a hang: after_hang for their cases with kin
         self.parts: dict[int, list] = {}  # id(unit) -> [parts still running, what a part that failed said]
         try:
             while len(self.slots) < min(self.workers, len(self.queue)):
@@ -262,12 +267,13 @@ class Dispatcher:
             slot.in_flight, slot.since = payload, time.monotonic()
             if slot.replaying == payload:
                 slot.replayed = "pass"  # until its outcome says otherwise
-            share = self.first if not self.unsettled.get(id(slot.unit)) else min(self.first, self.after_hang)
-            slot.limit = self.timeout * self.slower(payload) * (1.0 if slot.replaying == payload else share)
-            if self.hung and slot.replaying != payload and self.kin(payload) in self.hung:  # only where a kin function found one
+            kin = self.kin(payload) if self.hung and slot.replaying != payload else None  # only where a kin function found one
+            if kin is not None and kin in self.hung:
                 self._kill(slot)  # before its kernel holds the device
                 self._case_failed(slot, "hang", "set aside unrun: a case setting the same values hung")
                 return False
+            share = min(self.first, self.after_hang) if kin is not None and id(slot.unit) in self.hung_units else self.first
+            slot.limit = self.timeout * self.slower(payload) * (1.0 if slot.replaying == payload else share)
         elif kind == "outcome":
             self.outcomes += 1
             if slot.replaying is not None and slot.replaying == slot.in_flight:
@@ -357,6 +363,7 @@ class Dispatcher:
             kin = self.kin(case_id) if self.kin else None
             if kin is not None:
                 self.hung.add(kin)
+                self.hung_units.add(id(slot.unit))
             slot.skip.add(case_id)
             for idle in self.slots:  # a worker with no unit left to take replays it now
                 if idle.unit is None and not self.queue and self.later:
