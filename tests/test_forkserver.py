@@ -302,17 +302,13 @@ if __name__ == "__main__":
 
 
 def test_a_sweep_with_workers_starts_the_fork_server_before_it_plans_its_units(tmp_path):
-    driver = tmp_path / "driver.py"
-    driver.write_text(PLANNING.format(db=str(tmp_path / "runs.db")))
-    done = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["[True]", "True", "('torchsleuth.sweep',)"]
+    printed = _driven(tmp_path, PLANNING.format(db=str(tmp_path / "runs.db")))
+    assert printed.split() == ["[True]", "True", "('torchsleuth.sweep',)"]
 
 
 # `torchsleuth ops` asked, as it resolves the ops (the catalog's load in this process), whether the fork server runs.
 RESOLVING = """
 import multiprocessing.forkserver
-import sys
 from torchsleuth.cases import select
 from torchsleuth.cli.main import main
 if __name__ == "__main__":
@@ -322,17 +318,13 @@ if __name__ == "__main__":
         return resolve(*args, **kwargs)
     select.resolve_ops = resolve_ops
     code = main(["ops", "--ops", "abs", "--dtypes", "float32", "--variants", "functional", "--layouts", "contiguous",
-                 "--no-shrink", "--no-progress", "--out", sys.argv[1], *sys.argv[2:]])
+                 "--no-shrink", "--no-progress", "--out", {out!r}, "--workers", {workers!r}])
     print(seen, code)
 """
 
 
 @pytest.mark.parametrize("workers", ["1", "0"])
 def test_the_ops_command_starts_the_fork_server_before_it_loads_the_catalog_to_resolve_its_ops(tmp_path, workers):
-    driver = tmp_path / "driver.py"
-    driver.write_text(RESOLVING)
-    done = subprocess.run([sys.executable, str(driver), str(tmp_path / "out"), "--workers", workers], capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    last = done.stdout.strip().splitlines()[-1].split()  # after the command's own summary
+    printed = _driven(tmp_path, RESOLVING.format(out=str(tmp_path / "out"), workers=workers))
+    last = printed.strip().splitlines()[-1].split()  # after the command's own summary
     assert last == (["[True]", "0"] if workers == "1" else ["[False]", "0"])  # no pool, no server
