@@ -109,7 +109,8 @@ def record(args) -> int:
     wall = time.monotonic() - began
     log.write(end=counts["all"])
     own = resource.getrusage(resource.RUSAGE_SELF)
-    summary = {"wall": wall, "since_start": time.monotonic() - log.started, "cases": result.cases, "cases_per_s": result.cases / wall, "workers": config.workers,
+    summary = {"wall": wall, "since_start": time.monotonic() - log.started,
+               "cases": result.cases, "cases_per_s": result.cases / wall, "workers": config.workers,
                "statuses": dict(result.statuses), "ops": len(ops), "parent_cpu": own.ru_utime + own.ru_stime}
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
