@@ -40,6 +40,6 @@ def test_samples_made_inside_a_unittest_test_equal_those_made_outside_and_no_sta
     for mine, theirs in zip(made["inside"], outside):
         assert [t.shape for t in _tensors(mine)] == [t.shape for t in _tensors(theirs)]
         assert all(torch.equal(a, b) for a, b in zip(_tensors(mine), _tensors(theirs)))
-    # the lookup is OpInfo's own again once the samples are made
+    # the lookup and the seeding are OpInfo's own again once the samples are made
     common_utils = sys.modules["torch.testing._internal.common_utils"]
-    assert common_utils.extract_test_fn.__module__ == common_utils.__name__
+    assert common_utils.extract_test_fn.__module__ == common_utils.set_rng_seed.__module__ == common_utils.__name__

@@ -95,8 +95,8 @@ def first_share(device: str) -> float:
 
 
 def after_hang_share(device: str) -> float:
-    """The share, once a case of the unit has hung: all of the time on the CPU, ``AFTER_A_HANG_SHARE`` on an
-    accelerator the pool's workers share."""
+    """The share of a case setting searched values once such a case of its unit has hung: all of the time on the CPU,
+    ``AFTER_A_HANG_SHARE`` on an accelerator the pool's workers share."""
     return 1.0 if devices.kind(device) == "cpu" else AFTER_A_HANG_SHARE
 
 
