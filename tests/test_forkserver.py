@@ -284,20 +284,27 @@ def test_a_fork_server_begun_early_loads_while_its_caller_goes_on_and_is_the_one
     assert printed.split() == ["True", "True", "forkserver", "True", "False"]
 
 
-# A sweep whose planning asks whether the fork server is already running (it plans while the server loads).
-PLANNING = """
+# Driver code: ``watch(module, name)`` makes each call of ``module.name`` note whether the fork server is running.
+WATCH = """
 import multiprocessing.forkserver
+seen = []
+def watch(module, name):
+    original = getattr(module, name)
+    def watched(*args, **kwargs):
+        seen.append(multiprocessing.forkserver._forkserver._forkserver_pid is not None)
+        return original(*args, **kwargs)
+    setattr(module, name, watched)
+"""
+
+# A sweep whose planning asks whether the fork server is already running (it plans while the server loads).
+PLANNING = WATCH + """
 import importlib
 sweeping = importlib.import_module("torchsleuth.sweep")  # the module (the package names its function sweep)
 from torchsleuth.cases import select
 from torchsleuth.config import SweepConfig
 from torchsleuth.cases.select import resolve_ops
 if __name__ == "__main__":
-    planned, seen = select.units, []
-    def units(*args, **kwargs):
-        seen.append(multiprocessing.forkserver._forkserver._forkserver_pid is not None)
-        return planned(*args, **kwargs)
-    select.units = units
+    watch(select, "units")
     config = SweepConfig(ops=resolve_ops("abs"), dtypes=("float32",), variants=("functional",), layouts=("contiguous",),
                          samples=2, workers=1, shrink=False)
     result = sweeping.sweep(config, db={db!r})
@@ -311,16 +318,11 @@ def test_a_sweep_with_workers_starts_the_fork_server_before_it_plans_its_units(t
 
 
 # `torchsleuth ops` asked, as it resolves the ops (the catalog's load in this process), whether the fork server runs.
-RESOLVING = """
-import multiprocessing.forkserver
+RESOLVING = WATCH + """
 from torchsleuth.cases import select
 from torchsleuth.cli.main import main
 if __name__ == "__main__":
-    resolve, seen = select.resolve_ops, []
-    def resolve_ops(*args, **kwargs):
-        seen.append(multiprocessing.forkserver._forkserver._forkserver_pid is not None)
-        return resolve(*args, **kwargs)
-    select.resolve_ops = resolve_ops
+    watch(select, "resolve_ops")
     code = main(["ops", "--ops", "abs", "--dtypes", "float32", "--variants", "functional", "--layouts", "contiguous",
                  "--no-shrink", "--no-progress", "--out", {out!r}, "--workers", {workers!r}])
     print(seen, code)
