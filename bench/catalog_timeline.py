@@ -97,9 +97,9 @@ def record(args) -> int:
 
     Pool._start, Pool._replace, Frame.unit_begun = start, replace, unit_begun
     try:  # as `torchsleuth ops` does: the fork server loads while this process loads the catalog to resolve the ops
-        from torchsleuth.cli.ops import _begin_workers
+        from torchsleuth.sweep import begin_workers
 
-        _begin_workers(argparse.Namespace(workers=args.workers or len(os.sched_getaffinity(0)), executor="local"), args.device)
+        begin_workers(args.device, args.workers or len(os.sched_getaffinity(0)))
     except ImportError:  # a tree before that: the sweep starts it, after the ops are resolved
         pass
     ops = op_sample(args.ops, 1)

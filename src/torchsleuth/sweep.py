@@ -200,6 +200,16 @@ def _describe(item, config: SweepConfig, case_id: str):
 
 # What the pool's fork server imports before run.preload: this module, which unpickling the work function imports.
 PRELOAD = (__name__,)
+
+
+def begin_workers(device: str, workers: int, executor: str = "local") -> None:
+    """Start the local pool's fork server now (run.starts.begin), where the sweep will have one: it imports torch and
+    loads OpInfo's catalog while the caller goes on (`torchsleuth ops` resolving its ops, the sweep planning its units).
+    A bad ``$TORCHSLEUTH_WORKER_START`` is a UsageError here."""
+    if workers and executor != "ray":
+        begin(default_start(device), PRELOAD)
+
+
 # A selection of at most this many ops is a pointed run: the user asks about these ops, so it goes deep.
 POINTED_OPS = 8
 # Searched cases per op and dtype in a catalog run (bench/search-cost.md: what it costs).
@@ -240,8 +250,7 @@ def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = No
     findings file, ``junit`` JUnit XML; ``result.written`` says what went where.
     Rerun after a kill, the same call resumes the unfinished run.
     """
-    if config.workers and config.executor != "ray":  # a bad $TORCHSLEUTH_WORKER_START is said before anything is stored
-        begin(default_start(config.device), PRELOAD)  # the fork server loads while the units are planned (run.starts)
+    begin_workers(config.device, config.workers, config.executor)  # before anything is stored; loads while units are planned
     scripts = functools.partial(repro.write_scripts, oracles=oracles, imports=config.imports)
     with run_frame(config, db=db, progress=progress, out=out, json=json, junit=junit, scripts=scripts) as frame:
         units = select.units(config.ops, config.dtypes, config.device, probe=config.probe_dtypes)

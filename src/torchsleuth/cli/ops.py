@@ -13,8 +13,7 @@ from ..errors import ExitCode, UsageError
 from ..judge.plugin import BUILTIN
 from ..run import ray_pool
 from ..run.search import DESCRIPTIONS as _SEARCHES
-from ..run.starts import begin, default_start
-from ..sweep import CATALOG_BUDGET, POINTED_OPS, PRELOAD, depth
+from ..sweep import CATALOG_BUDGET, POINTED_OPS, begin_workers, depth
 from ..config import DEFAULT_SAMPLES, EXECUTORS, check_executor
 from .arguments import budget, command, count, cpus, imports as load, seconds
 
@@ -156,8 +155,8 @@ def run(args) -> int:
     _check_executor(args, device)
     oracles = _deep_flags(args, oracles, device)
     imports = load(args.imports)
-    if not args.list:
-        _begin_workers(args, device)
+    if not args.list:  # the fork server loads while this process loads the catalog to resolve the ops
+        begin_workers(device, cpus() if args.workers is None else args.workers, args.executor)
     ops = select.resolve_ops(args.ops)
     if args.list:
         return _list(ops, device)
@@ -208,14 +207,6 @@ def _check_executor(args, device: str) -> None:
     if device != device.split(":")[0]:
         raise UsageError(f"--device {device} with --executor ray: Ray hands each unit its GPU; give --device {device.split(':')[0]}")
     ray_pool.importable()
-
-
-def _begin_workers(args, device: str) -> None:
-    """Start the local pool's fork server now, before this process loads OpInfo's catalog to resolve the ops and plan
-    the units (run.starts.begin): the server loads the same modules and the catalog meanwhile (beside an H200 each
-    takes 10-14 s), and the first unit finds it ready."""
-    if (cpus() if args.workers is None else args.workers) and args.executor != "ray":
-        begin(default_start(device), PRELOAD)
 
 
 def _executor(config, *, given: bool):
