@@ -19,12 +19,14 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the pool forks 
 
 
 def _report(unit, config, skip, only):
-    """One case whose outcome says what the worker found when it began: its environment, its parent, the catalog."""
+    """One case whose outcome says what the worker found when it began: its environment, its parent, the catalog,
+    forward-mode AD's decompositions (imported at a process's first dual tensor)."""
     from torchsleuth.cases import opinfo
 
     yield "begin", unit
     yield "outcome", {"probe": os.environ.get("TORCHSLEUTH_TEST_PROBE"), "parent": os.getppid(),
-                      "catalog": opinfo.catalog.cache_info().currsize}
+                      "catalog": opinfo.catalog.cache_info().currsize,
+                      "jvp_decompositions": "torch._decomp.decompositions_for_jvp" in sys.modules}
 
 
 def _outcomes(pool: Pool, units: list) -> list:
@@ -35,13 +37,14 @@ def _outcomes(pool: Pool, units: list) -> list:
     return seen
 
 
-def test_forked_workers_inherit_the_catalog_and_take_the_environment_as_it_is_when_they_start(monkeypatch):
+def test_forked_workers_inherit_the_catalog_and_jvp_decompositions_and_take_the_environment_as_it_is_when_they_start(monkeypatch):
     monkeypatch.setenv("TORCHSLEUTH_TEST_PROBE", "one")
     first = Pool(_report, None, None, workers=1, timeout=60, start="forkserver", preload=("torchsleuth.sweep",))
     [seen] = _outcomes(first, ["a"])
     assert first.context.get_start_method() == "forkserver"
     assert seen["probe"] == "one" and seen["parent"] != os.getpid()  # forked by the server, not by this process
     assert seen["catalog"] == 1  # loaded in the server (this machine has no GPU), not by the worker
+    assert seen["jvp_decompositions"]  # compiled once in the server, not at each fresh worker's first forward-mode case
     assert first.where() == "local pool, 1 worker, forked from a fork server holding OpInfo's catalog: 1 cases on this machine"  # the summary says so
     monkeypatch.setenv("TORCHSLEUTH_TEST_PROBE", "two")  # after the server started: a new worker sees it all the same
     second = Pool(_report, None, None, workers=1, timeout=60, start="forkserver")
@@ -53,6 +56,7 @@ def test_a_spawned_pool_starts_each_worker_from_this_process():
     pool = Pool(_report, None, None, workers=1, timeout=60, start="spawn")
     [seen] = _outcomes(pool, ["a"])
     assert pool.context.get_start_method() == "spawn" and seen["parent"] == os.getpid() and seen["catalog"] == 0
+    assert not seen["jvp_decompositions"]  # a fresh interpreter: what the server preloads is not there
     assert pool.where() == "local pool, 1 worker, spawned: 1 cases on this machine"
 
 

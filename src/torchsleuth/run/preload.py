@@ -7,7 +7,9 @@ every crash, every hang and every replay alone. A fork server (Python's
 ``forkserver`` start method) is one such interpreter that does this once and
 forks each worker from itself: the worker inherits the loaded modules and
 the catalog (where it could be loaded, below) and pays only for its
-device's context.
+device's context. Forward-mode AD's decompositions are loaded here too: the
+first dual tensor a process makes imports them, compiling TorchScript (0.2
+s), and a GPU sweep's hundreds of fresh workers each made one.
 
 Forking is safe only from a process that holds no threads and no device
 context. This module is imported in the server and does nothing else: torch
@@ -50,6 +52,8 @@ os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # is_available() wi
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+if os.environ.get("PYTORCH_JIT", "1") == "1" and __debug__:  # what a worker's first dual tensor imports (forward-mode AD):
+    import torch._decomp.decompositions_for_jvp  # noqa: E402, F401  TorchScript compiled at import, 0.2 s a worker
 
 from ..cases import opinfo  # noqa: E402
 from .starts import LEAVE_CATALOG  # noqa: E402
