@@ -1,17 +1,23 @@
 """The whole catalog's sweep as a timeline: when each unit began and ended, and every worker the pool started.
 
-    python bench/catalog_timeline.py --device cuda --out DIR [--workers N] [--seconds S] [--ops SPEC]
+    python bench/catalog_timeline.py --device cuda --out DIR [--workers N] [--ops SPEC] [--command]
 
 Runs ``torchsleuth.sweep.sweep`` with the config ``torchsleuth ops --device D --no-shrink`` makes (every op of the
-default selection, or --ops) and writes, as it goes (a run killed by a time limit leaves what it had):
+default selection, or --ops), or with ``--command`` that command itself (``--no-progress --out DIR``: its checks, its
+report, its repro scripts), and writes, as it goes (a run killed by a time limit leaves what it had):
 
-* ``DIR/timeline.jsonl``: one JSON object per line, ``t`` in seconds since the sweep began: ``{"start": N}`` (the
-  units planned), ``{"begun": UNIT}`` (handed to a worker), ``{"done": UNIT, "cases": N}``, ``{"worker": UNIT|null,
-  "why": "first"|"replace"}`` (a worker process started: the first ones, then each replacement after a device lost,
-  a crash, a hang or a replay alone), ``{"start_method": "forkserver"|"spawn"}`` once, and ``{"cases": N}`` every 10 s;
+* ``DIR/timeline.jsonl``: one JSON object per line, ``t`` in seconds since the process started (before torch is
+  imported): ``{"imported": true}``, ``{"resolved": N}`` (the ops resolved), ``{"start": N}`` (the units planned),
+  ``{"begun": UNIT}`` (handed to a worker), ``{"done": UNIT, "cases": N}``, ``{"worker": UNIT|null, "why":
+  "first"|"replace"}`` (a worker process started: the first ones, then each replacement after a device lost, a crash,
+  a hang or a replay alone), ``{"start_method": "forkserver"|"spawn"}`` once (the server answered the pool's first
+  question), ``{"kill": UNIT, "replay": bool}`` (a worker killed: a hang, or a replay's), ``{"replay_begun": UNIT}``,
+  ``{"describe": UNIT}`` and ``{"described": UNIT}`` (a failed case's description asked and received), and
+  ``{"cases": N}`` every 10 s;
 * ``DIR/runs.db``: the store (each case's own seconds in ``outcomes.seconds``);
-* ``DIR/summary.json``: wall time (from the sweep's call; ``since_start`` from before the ops are resolved, as
-  ``torchsleuth ops`` resolves them after its imports), cases, cases/s, the parent's CPU seconds (the pool's dispatcher
+* ``DIR/summary.json``: wall time (from the sweep's call; ``since_start`` from the process's start, imports
+  and resolving the ops included, as the user's clock has it for ``torchsleuth ops``; before 2026-12-03's sixth
+  session, from after the imports), cases, cases/s, the parent's CPU seconds (the pool's dispatcher
   and the store).
 
 Read it with ``python bench/catalog_timeline.py --read DIR``: the units by wall time, the time outside cases, the
@@ -30,12 +36,14 @@ import sqlite3
 import sys
 import time
 
+STARTED = time.monotonic()  # the process's start, before torch is imported: the user's clock starts here too
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 class Log:
     def __init__(self, path: str):
-        self.file, self.started = open(path, "a", buffering=1), time.monotonic()
+        self.file, self.started = open(path, "a", buffering=1), STARTED
 
     def write(self, **record) -> None:
         self.file.write(json.dumps({"t": round(time.monotonic() - self.started, 3), **record}) + "\n")
@@ -52,66 +60,110 @@ def record(args) -> int:
 
         def server_holds_catalog():
             return getattr(pool_module, "_server_catalog", None)
-    from torchsleuth.sweep import Frame, Silent, sweep
+    from torchsleuth.cases import select
+    from torchsleuth.sweep import Frame, sweep
 
     os.makedirs(args.out, exist_ok=True)
     log = Log(os.path.join(args.out, "timeline.jsonl"))
+    log.write(imported=True)
     counts = collections.Counter()
-    original_start, original_replace, original_begun = Pool._start, Pool._replace, Frame.unit_begun
-    replacing = []
+    replacing, last = [], [time.monotonic()]
+    original = {name: getattr(Pool, name) for name in ("_start", "_replace", "_kill", "_send_describe", "_event")}
+    original.update({name: getattr(Frame, name) for name in ("unit_begun", "start", "record", "unit_done")})
+    original["resolve_ops"] = select.resolve_ops
+
+    def key(slot):
+        return getattr(slot.unit, "key", None)
 
     def start(pool, *args, **kwargs):
         log.write(worker=replacing[-1] if replacing else None, why="replace" if replacing else "first")
-        slot = original_start(pool, *args, **kwargs)
-        if not counts["started"]:  # how the workers start: forked, or spawned (run.pool.start_context)
+        slot = original["_start"](pool, *args, **kwargs)
+        if not counts["started"]:  # how the workers start: forked, or spawned (run.pool.start_context); the server answered
             log.write(start_method=pool.context.get_start_method(), server_catalog=server_holds_catalog())
         counts["started"] += 1
         return slot
 
     def replace(pool, slot):
-        replacing.append(getattr(slot.unit, "key", None))
+        replacing.append(key(slot))
         try:
-            return original_replace(pool, slot)
+            return original["_replace"](pool, slot)
         finally:
             replacing.pop()
 
+    def kill(pool, slot):
+        log.write(kill=key(slot), replay=slot.replaying is not None and slot.replaying == slot.in_flight)
+        return original["_kill"](pool, slot)
+
+    def send_describe(pool, slot, case_id):
+        log.write(describe=key(slot))
+        return original["_send_describe"](pool, slot, case_id)
+
+    def event(pool, slot, kind, payload):
+        if kind == "begin" and slot.replaying is not None and slot.replaying == payload:
+            log.write(replay_begun=key(slot))
+        elif kind == "described":
+            log.write(described=key(slot))
+        return original["_event"](pool, slot, kind, payload)
+
     def unit_begun(frame, unit):
         log.write(begun=unit.key)
-        return original_begun(frame, unit)
+        return original["unit_begun"](frame, unit)
 
-    class Progress(Silent):
-        last = time.monotonic()
+    def frame_start(frame, *, units, done):
+        log.write(start=units, done=done)
+        return original["start"](frame, units=units, done=done)
 
-        def start(self, *, units, done, resumed):
-            log.write(start=units, done=done)
+    def frame_record(frame, outcome):
+        counts[outcome.case.unit.key] += 1
+        counts["all"] += 1
+        if time.monotonic() - last[0] > 10:
+            last[0] = time.monotonic()
+            log.write(cases=counts["all"])
+        return original["record"](frame, outcome)
 
-        def outcome(self, outcome):
-            counts[outcome.case.unit.key] += 1
-            counts["all"] += 1
-            if time.monotonic() - self.last > 10:
-                self.last = time.monotonic()
-                log.write(cases=counts["all"])
+    def unit_done(frame, unit, *args, **kwargs):
+        log.write(done=unit.key, cases=counts[unit.key])
+        return original["unit_done"](frame, unit, *args, **kwargs)
 
-        def unit_done(self, unit):
-            log.write(done=unit.key, cases=counts[unit.key])
+    def resolve_ops(*args, **kwargs):
+        ops = original["resolve_ops"](*args, **kwargs)
+        log.write(resolved=len(ops))
+        return ops
 
-    Pool._start, Pool._replace, Frame.unit_begun = start, replace, unit_begun
-    try:  # as `torchsleuth ops` does: the fork server loads while this process loads the catalog to resolve the ops
-        from torchsleuth.sweep import begin_workers
+    Pool._start, Pool._replace, Pool._kill, Pool._send_describe, Pool._event = start, replace, kill, send_describe, event
+    Frame.unit_begun, Frame.start, Frame.record, Frame.unit_done = unit_begun, frame_start, frame_record, unit_done
+    select.resolve_ops = resolve_ops
+    workers = args.workers or len(os.sched_getaffinity(0))
+    db = os.path.join(args.out, "runs.db")
+    if args.command:  # the command itself, as a user types it: its imports, its checks, its report
+        from torchsleuth.cli.main import main as command
 
-        begin_workers(args.device, args.workers or len(os.sched_getaffinity(0)))
-    except ImportError:  # a tree before that: the sweep starts it, after the ops are resolved
-        pass
-    ops = op_sample(args.ops, 1)
-    config = catalog_config(args.device, ops, workers=args.workers or len(os.sched_getaffinity(0)), depth="catalog")
-    began = time.monotonic()
-    result = sweep(config, db=os.path.join(args.out, "runs.db"), progress=Progress())
-    wall = time.monotonic() - began
+        argv = ["ops", "--device", args.device, "--no-shrink", "--no-progress", "--out", args.out]
+        argv += (["--ops", args.ops] if args.ops else []) + (["--workers", str(args.workers)] if args.workers else [])
+        began = time.monotonic()
+        code = command(argv)
+        wall = time.monotonic() - began
+        statuses = dict(sqlite3.connect(db).execute("SELECT status, COUNT(*) FROM outcomes GROUP BY status"))
+        extra = {"command": "torchsleuth " + " ".join(argv), "exit": code}
+    else:
+        try:  # as `torchsleuth ops` does: the fork server loads while this process loads the catalog to resolve the ops
+            from torchsleuth.sweep import begin_workers
+
+            begin_workers(args.device, workers)
+        except ImportError:  # a tree before that: the sweep starts it, after the ops are resolved
+            pass
+        ops = op_sample(args.ops, 1)
+        config = catalog_config(args.device, ops, workers=workers, depth="catalog")
+        log.write(resolved=len(ops))
+        began = time.monotonic()
+        result = sweep(config, db=db)
+        wall = time.monotonic() - began
+        statuses, extra = dict(result.statuses), {"ops": len(ops)}
     log.write(end=counts["all"])
     own = resource.getrusage(resource.RUSAGE_SELF)
-    summary = {"wall": wall, "since_start": time.monotonic() - log.started,
-               "cases": result.cases, "cases_per_s": result.cases / wall, "workers": config.workers,
-               "statuses": dict(result.statuses), "ops": len(ops), "parent_cpu": own.ru_utime + own.ru_stime}
+    cases = sum(statuses.values())
+    summary = {"wall": wall, "since_start": time.monotonic() - log.started, "cases": cases, "cases_per_s": cases / wall,
+               "workers": workers, "statuses": statuses, "parent_cpu": own.ru_utime + own.ru_stime, **extra}
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps(summary))
@@ -136,10 +188,20 @@ def read(path: str) -> int:
     if os.path.exists(os.path.join(path, "summary.json")):
         summary = json.load(open(os.path.join(path, "summary.json")))
         if "parent_cpu" in summary:
-            since = f" ({summary['since_start']:.1f} s with resolving the ops)" if "since_start" in summary else ""
+            since = f" ({summary['since_start']:.1f} s since the start)" if "since_start" in summary else ""
             print(f"the parent's CPU: {summary['parent_cpu']:.1f} s of {summary['wall']:.1f} s wall{since}")
         errors = summary.get("statuses", {}).get("error", 0)
         print(f"statuses: {summary.get('statuses')}" + (f" ({errors} failed inside torchsleuth: see outcomes.reason)" if errors else ""))
+    phases = {name: next((e["t"] for e in events if key in e), None) for name, key in
+              (("imported", "imported"), ("ops resolved", "resolved"), ("units planned", "start"), ("server answered", "start_method"))}
+    print("the start:", ", ".join(f"{name} at {t:.1f} s" for name, t in phases.items() if t is not None),
+          "(s since the process started; before 2026-12-03's sixth session, since the sweep's call)")
+    end_of_queue = max(begun.values(), default=0.0)
+    for name, key in (("replays begun", "replay_begun"), ("replays killed", "kill"), ("descriptions asked", "describe"),
+                      ("descriptions received", "described")):
+        times = [e["t"] for e in events if key in e and e["t"] >= end_of_queue and (key != "kill" or e.get("replay"))]
+        if times:
+            print(f"after the last unit was handed out ({end_of_queue:.1f} s): {len(times)} {name}, {min(times):.1f}-{max(times):.1f} s")
     first, last = min(begun.values(), default=0.0), max(done.values(), default=end)
     print(f"first unit handed out at {first:.1f} s, last done at {last:.1f} s: "
           f"{sum(cases.values()) / max(last - first, 1e-9):,.0f} cases/s between")
@@ -187,6 +249,8 @@ def main() -> int:
     parser.add_argument("--ops", metavar="SPEC", help="ops (names or globs); default every op of the default selection")
     parser.add_argument("--workers", type=int, help="worker processes (default: one per CPU, as torchsleuth ops)")
     parser.add_argument("--out", metavar="DIR")
+    parser.add_argument("--command", action="store_true", help="run `torchsleuth ops --device D --no-shrink` itself (its report "
+                        "too: repro scripts under DIR) instead of the sweep function; the same hooks")
     parser.add_argument("--read", metavar="DIR", help="summarize a timeline written before")
     parser.add_argument("--compare", nargs=2, metavar=("DIR_A", "DIR_B"), help="the cases two timelines both finished: same statuses and findings?")
     args = parser.parse_args()
