@@ -109,6 +109,21 @@ def test_every_helper_copies_into_a_script_that_compiles():
     compile(kit.source(*names), "kit.py", "exec")
 
 
+def test_a_helpers_source_is_read_once_however_many_scripts_copy_it(monkeypatch):
+    # a whole catalog's report writes a script per finding, each copying tens of helpers
+    for cached in (kit._text, kit._names_used, kit._closure):
+        cached.cache_clear()
+    read = []
+    getsource = inspect.getsource
+    monkeypatch.setattr(inspect, "getsource", lambda obj: read.append(obj) or getsource(obj))
+    first = [kit.source("compare", "rebuild"), kit.imports("compare", "rebuild")]
+    once = len(read)
+    assert once and len(set(map(id, read))) == len(read)  # each helper's source read once
+    assert [kit.source("compare", "rebuild"), kit.imports("compare", "rebuild")] == first  # the same text again
+    kit.source("rebuild")
+    assert len(read) == once  # and nothing read again
+
+
 def test_constants_are_the_engines():
     finding, _ = finding_for("dropped_write")
     text = repro.script(finding)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import functools
 import importlib
 import inspect
 import runpy
@@ -237,6 +238,9 @@ def _copyable() -> dict[str, object]:
     return found
 
 
+# The kit's source does not change while a process runs: each helper's text and names are read once (a whole-catalog
+# report writes a script per finding, each copying tens of helpers: 26 s of a GPU sweep's report before, bench/cuda-sweep.md).
+@functools.lru_cache(maxsize=None)
 def _text(name: str) -> str:
     """The source of one helper, or the line(s) assigning one piece of state."""
     value = _copyable()[name]
@@ -249,12 +253,14 @@ def _text(name: str) -> str:
     raise LookupError(f"no assignment of {name} in {__name__}")
 
 
-def _names_used(name: str) -> set[str]:
+@functools.lru_cache(maxsize=None)
+def _names_used(name: str) -> frozenset[str]:
     """Every global name a helper's code reads (its own locals included: harmless extra)."""
-    return {node.id for node in ast.walk(ast.parse(_text(name))) if isinstance(node, ast.Name)}
+    return frozenset(node.id for node in ast.walk(ast.parse(_text(name))) if isinstance(node, ast.Name))
 
 
-def _closure(names: tuple[str, ...]) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def _closure(names: tuple[str, ...]) -> tuple[str, ...]:
     """``names`` and every helper or state they reach, depth first, each once."""
     known = _copyable()
     ordered: list[str] = []
@@ -270,7 +276,7 @@ def _closure(names: tuple[str, ...]) -> list[str]:
 
     for name in names:
         visit(name)
-    return ordered
+    return tuple(ordered)
 
 
 def source(*names: str) -> str:
