@@ -312,6 +312,40 @@ def test_a_hung_worker_is_killed_without_waiting_for_its_exit_and_every_killed_w
         assert not os.path.exists(f"/proc/{pid}"), open(f"/proc/{pid}/stat").read()
 
 
+def test_close_kills_the_workers_that_do_not_stop_together_and_waits_for_them_together(monkeypatch):
+    # a GPU worker exits once the driver has torn its context down (a hung kernel's too), which takes a while: workers
+    # killed and waited for one after another took that while once each
+    import types
+
+    from torchsleuth.run import pool as pool_module
+
+    clock = [0.0]
+    monkeypatch.setattr(pool_module.time, "monotonic", lambda: clock[0])
+
+    class Stubborn:  # ignores the word to stop; exits 1.5 s after SIGKILL
+        killed = None
+
+        def exit_time(self):
+            return float("inf") if self.killed is None else self.killed + 1.5
+
+        def is_alive(self):
+            return clock[0] < self.exit_time()
+
+        def kill(self):
+            self.killed = clock[0]
+
+        def join(self, timeout=None):
+            clock[0] = min(clock[0] + timeout, max(clock[0], self.exit_time()))
+
+    pool = Pool(_work, _describe, None, workers=1, timeout=1.0)
+    processes = [Stubborn() for _ in range(4)]
+    pool.slots = [types.SimpleNamespace(process=p, conn=types.SimpleNamespace(send=lambda message: None)) for p in processes]
+    pool.close()
+    assert not any(p.is_alive() for p in processes) and pool.slots == [] and pool.dying == []
+    assert {p.killed for p in processes} == {2.0}  # after the 2 s they had to stop, all at once
+    assert clock[0] == 3.5  # one exit's time, not four
+
+
 def test_a_collateral_case_says_what_its_replay_alone_gave_a_pass_or_its_status(tmp_path):
     said = []
     pool = Pool(_work, _describe, str(tmp_path / "log"), workers=1, timeout=1.0)

@@ -297,11 +297,15 @@ class Pool(Dispatcher):
         deadline = time.monotonic() + 2
         for slot in self.slots:
             slot.process.join(timeout=max(0.0, deadline - time.monotonic()))
+        for slot in self.slots:
             if slot.process.is_alive():
                 slot.process.kill()
-                slot.process.join(timeout=2)
-        for process in self.dying:  # killed with SIGKILL: they exit once the kernel has torn them down
-            process.join(timeout=5)
+                self.dying.append(slot.process)
+        # killed with SIGKILL (those that did not stop, all at once): they exit once the kernel has torn them down (a
+        # GPU context with a hung kernel in it too), side by side, so they are waited for together, not one after another
+        deadline = time.monotonic() + 5
+        for process in self.dying:
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
         self.slots, self.dying = [], []
         if self.stacks is not None:
             shutil.rmtree(self.stacks, ignore_errors=True)
