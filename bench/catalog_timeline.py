@@ -12,7 +12,9 @@ report, its repro scripts), and writes, as it goes (a run killed by a time limit
   "first"|"replace"}`` (a worker process started: the first ones, then each replacement after a device lost, a crash,
   a hang or a replay alone), ``{"start_method": "forkserver"|"spawn"}`` once (the server answered the pool's first
   question), ``{"kill": UNIT, "replay": bool}`` (a worker killed: a hang, or a replay's), ``{"replay_begun": UNIT}``,
-  ``{"describe": UNIT}`` and ``{"described": UNIT}`` (a failed case's description asked and received), and
+  ``{"describe": UNIT}`` and ``{"described": UNIT}`` (a failed case's description asked and received), ``{"close":
+  N}``, ``{"closed": true}``, ``{"result": true}`` and ``{"outputs": [...]}`` (the pool closed, the run read back, the
+  outputs written), and
   ``{"cases": N}`` every 10 s;
 * ``DIR/runs.db``: the store (each case's own seconds in ``outcomes.seconds``);
 * ``DIR/summary.json``: wall time (from the sweep's call; ``since_start`` from the process's start, imports
@@ -68,7 +70,12 @@ def record(args) -> int:
     log.write(imported=True)
     counts = collections.Counter()
     replacing, last = [], [time.monotonic()]
-    original = {name: getattr(Pool, name) for name in ("_start", "_replace", "_kill", "_send_describe", "_event")}
+    from torchsleuth.report import outputs
+
+    sweep_module = sys.modules["torchsleuth.sweep"]  # the package's attribute of that name is the function
+
+    original = {name: getattr(Pool, name) for name in ("_start", "_replace", "_kill", "_send_describe", "_event", "close")}
+    original["result"], original["write_outputs"] = sweep_module.result, outputs.write_outputs
     original.update({name: getattr(Frame, name) for name in ("unit_begun", "start", "record", "unit_done")})
     original["resolve_ops"] = select.resolve_ops
 
@@ -125,12 +132,28 @@ def record(args) -> int:
         log.write(done=unit.key, cases=counts[unit.key])
         return original["unit_done"](frame, unit, *args, **kwargs)
 
+    def close(pool):
+        log.write(close=len(pool.slots) + len(pool.spare))
+        original["close"](pool)
+        log.write(closed=True)
+
+    def result(*args, **kwargs):
+        stored = original["result"](*args, **kwargs)
+        log.write(result=True)
+        return stored
+
+    def write_outputs(*args, **kwargs):
+        written = original["write_outputs"](*args, **kwargs)
+        log.write(outputs=sorted(written))
+        return written
+
     def resolve_ops(*args, **kwargs):
         ops = original["resolve_ops"](*args, **kwargs)
         log.write(resolved=len(ops))
         return ops
 
-    Pool._start, Pool._replace, Pool._kill, Pool._send_describe, Pool._event = start, replace, kill, send_describe, event
+    Pool._start, Pool._replace, Pool._kill, Pool._send_describe, Pool._event, Pool.close = start, replace, kill, send_describe, event, close
+    sweep_module.result, outputs.write_outputs = result, write_outputs
     Frame.unit_begun, Frame.start, Frame.record, Frame.unit_done = unit_begun, frame_start, frame_record, unit_done
     select.resolve_ops = resolve_ops
     workers = args.workers or len(os.sched_getaffinity(0))
@@ -202,6 +225,10 @@ def read(path: str) -> int:
         times = [e["t"] for e in events if key in e and e["t"] >= end_of_queue and (key != "kill" or e.get("replay"))]
         if times:
             print(f"after the last unit was handed out ({end_of_queue:.1f} s): {len(times)} {name}, {min(times):.1f}-{max(times):.1f} s")
+    ending = {name: next((e["t"] for e in events if key in e), None) for name, key in
+              (("pool closing", "close"), ("pool closed", "closed"), ("run read back", "result"), ("outputs written", "outputs"))}
+    if any(t is not None for t in ending.values()):
+        print("the end:", ", ".join(f"{name} at {t:.1f} s" for name, t in ending.items() if t is not None), f"(the last event at {end:.1f} s)")
     first, last = min(begun.values(), default=0.0), max(done.values(), default=end)
     print(f"first unit handed out at {first:.1f} s, last done at {last:.1f} s: "
           f"{sum(cases.values()) / max(last - first, 1e-9):,.0f} cases/s between")
