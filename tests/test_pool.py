@@ -18,7 +18,8 @@ import pytest
 
 from torchsleuth import devices
 from torchsleuth.errors import UsageError
-from torchsleuth.run.dispatch import Callbacks, Leaving, after_hang_share, first_share, in_part
+from torchsleuth.run.dispatch import Callbacks, Leaving, in_part
+from torchsleuth.run.shares import after_hang_share, first_share
 from torchsleuth.run.pool import Pool
 
 
@@ -68,7 +69,7 @@ def _describe(unit, config, case_id):
     return f"the call of {case_id}"
 
 
-def _run(pool: Pool, units: list) -> dict:
+def _run(pool: Pool, units: list, close: bool = True) -> dict:
     seen = {"outcomes": [], "failed": [], "done": [], "collateral": [], "order": []}
 
     def saw(kind, item):
@@ -81,7 +82,7 @@ def _run(pool: Pool, units: list) -> dict:
         on_failed=lambda unit, case_id, kind, how, call: saw("failed", (case_id, kind, call)),
         on_collateral=lambda unit, case_id, how: saw("collateral", case_id),
         on_unit_done=lambda unit, state, detail: saw("done", (unit[0], state)),
-    ))
+    ), close=close)
     return seen
 
 
@@ -159,6 +160,27 @@ def test_on_a_shared_gpu_a_case_is_set_aside_after_a_share_of_its_time_and_its_r
         assert len(slow_runs) == 2 and slow_runs[0] != slow_runs[1]
     else:
         assert seen["collateral"] == [] and seen["outcomes"] == ["a", "slow", "b"] and len(slow_runs) == 1
+
+
+@pytest.mark.parametrize("first", [0.25, 1.0])
+def test_on_a_shared_gpu_a_hang_set_aside_is_replayed_beside_the_last_unit_in_a_worker_beyond_the_pool(tmp_path, first):
+    # first=0.25 (workers sharing a GPU): "hang" is set aside after 0.5 s; as the last unit ("second", 3 s of pauses) is
+    # handed out its replay starts in an extra worker, the run's tail; first=1.0 (the CPU): the replay waits for the
+    # one worker to be through with "second" (a hang holds a core)
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=1, first=first)
+    seen = _run(pool, [("first", ["a", "hang"]), ("second", ["pause", "pause", "b"])], close=False)
+    assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")]
+    assert sorted(seen["outcomes"]) == ["a", "b", "pause", "pause"] and sorted(seen["done"]) == [("first", "done"), ("second", "done")]
+    lines = _lines(log)
+    replay = [(t, pid) for t, pid, what in lines if what == "case hang"][1]  # the case, then its replay alone
+    last = next((t, pid) for t, pid, what in lines if what == "case b")
+    if first < 1.0:
+        assert replay[0] < last[0] and replay[1] != last[1]  # beside the last unit, in another worker
+    else:
+        assert replay[0] > last[0]
+    assert len(pool.slots) == 1  # no extra slot is left once its replay is settled
+    pool.close()
 
 
 def test_the_share_is_all_of_the_time_on_the_cpu_and_a_fifth_on_an_accelerator_a_fiftieth_after_a_hang():

@@ -48,7 +48,8 @@ from .report import groups as grouping, outputs, repro
 from .report.groups import Group
 from .run.imports import load_imports
 from .run import edits
-from .run.dispatch import Callbacks, after_hang_share, first_share
+from .run.dispatch import Callbacks
+from .run.shares import after_hang_share, first_share
 from .run.pool import Pool
 from .run.ray_pool import RayPool
 from .run.starts import begin, default_start

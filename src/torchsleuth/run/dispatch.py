@@ -17,7 +17,11 @@ hanging kernel holds the device while every other worker's kernels wait their
 turn (bench/cuda-sweep.md). So a case that hangs is set aside: its unit goes on
 in a fresh worker without it, and the set-aside cases are replayed, each alone
 in a fresh worker, once no unit is left to hand out, side by side, the whole
-tail costing one timeout. Their units are told done (``on_unit_done``) only
+tail costing one timeout. On the CPU a replay takes a worker that is through
+with its units (a hang holds a core); on a shared accelerator (``first``
+below one) each starts as the last unit is handed out, in a slot of its own
+beyond the workers (``extra``, gone once its replay is settled), for that
+tail is the run's end. Their units are told done (``on_unit_done``) only
 when their last set-aside case is settled, so a run killed before that
 resumes them and nothing is lost. A crash's replay is cheap and stays where
 it is. Where workers share a GPU (``first`` below one) a case is set aside
@@ -64,41 +68,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from .. import devices
-
 # A worker that dies this many times on one unit outside any case is given
 # up on: the unit fails, the sweep goes on.
 SETUP_RETRIES = 1
-
-# The share of its time a case may take on a GPU the workers share before it is
-# set aside (its replay alone at the end gets the whole time): 12 s of 60. While
-# hanging kernels run, every other worker's kernels wait their turns: six of them
-# (the polynomial units of a catalog sweep, each holding 30 s) took the whole
-# pool from about 1,000 cases/s to 112 (bench/cuda-sweep.md, run G). A slow case
-# set aside is no error, only a replay at the end: the slowest case that finished
-# in run H (the first at this share) took 10.6 s (special.erfcx), none was set aside
-# and passed alone.
-ACCELERATOR_SHARE = 0.2
-# The share of a case setting searched values once a case of its unit setting values has hung and been set aside:
-# 1.2 s of 60. An op that hangs on some values most often hangs on others (the polynomial units of a catalog sweep,
-# their cases otherwise taking milliseconds: a second wave of six hanging kernels held the device 12 s, the pool at
-# about 100 cases/s the while; run L in bench/cuda-sweep.md). A slow case set aside so costs only its replay at the
-# end, beside the hangs' own. Not OpInfo's own samples: special.erfcx's, slow while NVRTC compiles its kernel for
-# each layout, were set aside 76 times, each compiling again in a fresh worker (run M).
-AFTER_A_HANG_SHARE = 0.02
-
-
-def first_share(device: str) -> float:
-    """How much of its time a case may take before it is set aside: all of it on the CPU (a hang holds one core),
-    ``ACCELERATOR_SHARE`` on an accelerator the pool's workers share (a hang holds the device for all of them)."""
-    return 1.0 if devices.kind(device) == "cpu" else ACCELERATOR_SHARE
-
-
-def after_hang_share(device: str) -> float:
-    """The share of a case setting searched values once such a case of its unit has hung: all of the time on the CPU,
-    ``AFTER_A_HANG_SHARE`` on an accelerator the pool's workers share."""
-    return 1.0 if devices.kind(device) == "cpu" else AFTER_A_HANG_SHARE
-
 
 def in_part(case_id: str, part: tuple[int, int] | None) -> bool:
     """Whether a case belongs to ``part`` (index, count) of its unit's split (every case does when there is none)."""
@@ -144,6 +116,7 @@ class Slot:
     set_aside: bool = False  # the replay is of a hang set aside: once settled, the slot takes the next unit
     describing: tuple | None = None  # (case_id, kind, how) waiting for its description
     part: tuple[int, int] | None = None  # (index, count): this slot runs one part of its split unit
+    extra: bool = False  # beyond the workers, for a hang's replay: ended once it is settled
 
 
 class Dispatcher:
@@ -225,6 +198,10 @@ class Dispatcher:
     def _kill(self, slot: Slot) -> None:
         raise NotImplementedError
 
+    def _fresh(self) -> Slot:
+        """A new slot with a fresh worker, for a replay beyond the workers (a pool may have one warm)."""
+        return self._start()
+
     def _last_words(self, slot: Slot) -> str:
         """Where in its case the slot's worker died or hangs, as `` at PLACE`` (run.faults); '' where unknown."""
         return ""
@@ -238,18 +215,33 @@ class Dispatcher:
 
     def _next_unit(self, slot: Slot) -> None:
         slot.unit, slot.in_flight, slot.replaying, slot.describing, slot.set_aside, slot.part = None, None, None, None, False, None
-        if not self.queue and self.later:  # no unit left: replay a hang set aside, alone in a fresh worker
-            slot.unit, case_id, _ = self.later.pop(0)
-            slot.skip, slot.replaying, slot.set_aside = set(), case_id, True
+        if not self.queue and self.later and not slot.extra:  # no unit left: replay a hang set aside, alone in a fresh worker
+            self._replay(slot)
+        elif not self.queue and slot.extra:  # its replay settled
+            self.slots.remove(slot)
+            self._kill(slot)
+        elif self.queue:
+            slot.unit = self.queue.pop()
+            slot.skip = set(self.cb.skip_for(slot.unit))
+            slot.setup_failures = 0
+            self._send_run(slot)
+            self._replays_at_once()
+
+    def _replay(self, slot: Slot, fresh: bool = False) -> None:
+        slot.unit, case_id, _ = self.later.pop(0)
+        slot.skip, slot.replaying, slot.set_aside = set(), case_id, True
+        if not fresh:
             self._replace(slot)
-            self._send_run(slot, only=case_id)
-            return
-        if not self.queue:
-            return
-        slot.unit = self.queue.pop()
-        slot.skip = set(self.cb.skip_for(slot.unit))
-        slot.setup_failures = 0
-        self._send_run(slot)
+        self._send_run(slot, only=case_id)
+
+    def _replays_at_once(self) -> None:
+        """Once the last unit is handed out, on an accelerator the workers share, each hang set aside replayed in an
+        extra slot of its own now (see the design note)."""
+        while not self.queue and self.later and self.first < 1.0:
+            slot = self._fresh()
+            slot.extra = True
+            self.slots.append(slot)
+            self._replay(slot, fresh=True)
 
     def _check_time(self, slot: Slot) -> None:
         """A slot that sent nothing: a description or a case past its time has its worker killed."""
@@ -365,6 +357,7 @@ class Dispatcher:
                 self.hung.add(kin)
                 self.hung_units.add(id(slot.unit))
             slot.skip.add(case_id)
+            self._replays_at_once()
             for idle in self.slots:  # a worker with no unit left to take replays it now
                 if idle.unit is None and not self.queue and self.later:
                     self._next_unit(idle)

@@ -217,6 +217,16 @@ class Pool(Dispatcher):
         while len(self.spare) < self._spares_wanted():  # started now, warm by the next replacement; where the last was needed
             self.spare.append(self._start(slot.pin))
 
+    def _fresh(self) -> _Slot:
+        """A warm spare where one is alive (a hang's replay beyond the workers starts at once), else a new worker."""
+        for spare in list(self.spare):
+            self.spare.remove(spare)
+            if spare.process.is_alive():
+                return spare
+            spare.process.join(timeout=1)
+            spare.conn.close()
+        return self._start()
+
     def _spares_wanted(self) -> int:
         """``spares``; half the workers once no unit is left to hand out, when the units still running are the ones
         that crash case after case (their rest split among the workers: run.dispatch) and each crash would wait for
