@@ -238,8 +238,9 @@ def _copyable() -> dict[str, object]:
     return found
 
 
-# The kit's source does not change while a process runs: each helper's text and names are read once (a whole-catalog
-# report writes a script per finding, each copying tens of helpers: 26 s of a GPU sweep's report before, bench/cuda-sweep.md).
+# The kit's source does not change while a process runs: each helper's text and names are read once. A whole-catalog
+# report writes a script per finding, each copying tens of helpers: parsed again for each, they took most of the 26 s a
+# GPU sweep's report took (bench/cuda-sweep.md, run P).
 @functools.lru_cache(maxsize=None)
 def _text(name: str) -> str:
     """The source of one helper, or the line(s) assigning one piece of state."""
