@@ -218,14 +218,9 @@ class Pool(Dispatcher):
             self.spare.append(self._start(slot.pin))
 
     def _fresh(self) -> _Slot:
-        """A warm spare where one is alive (a hang's replay beyond the workers starts at once), else a new worker."""
-        for spare in list(self.spare):
-            self.spare.remove(spare)
-            if spare.process.is_alive():
-                return spare
-            spare.process.join(timeout=1)
-            spare.conn.close()
-        return self._start()
+        """A warm spare where one is alive, on any GPU (a hang's replay beyond the workers starts at once), else a new
+        worker."""
+        return self._take_spare(None, any_pin=True) or self._start()
 
     def _spares_wanted(self) -> int:
         """``spares``; half the workers once no unit is left to hand out, when the units still running are the ones
@@ -233,14 +228,15 @@ class Pool(Dispatcher):
         a start."""
         return self.spares if self.queue else max(self.spares, self.workers // 2)
 
-    def _take_spare(self, pin: dict | None) -> _Slot | None:
-        """A spare worker still alive with this pin (the oldest, the likeliest to be warm), or None."""
+    def _take_spare(self, pin: dict | None, any_pin: bool = False) -> _Slot | None:
+        """A spare worker still alive with this pin (or any, with ``any_pin``; the oldest, the likeliest to be warm), or
+        None."""
         for spare in [s for s in self.spare if not s.process.is_alive()]:
             self.spare.remove(spare)
             spare.process.join(timeout=1)
             spare.conn.close()
         for spare in self.spare:
-            if spare.pin == pin:
+            if any_pin or spare.pin == pin:
                 self.spare.remove(spare)
                 return spare
         return None
