@@ -19,7 +19,7 @@ import pytest
 from torchsleuth import devices
 from torchsleuth.errors import UsageError
 from torchsleuth.run.dispatch import Callbacks, Leaving, in_part
-from torchsleuth.run.shares import after_hang_share, first_share
+from torchsleuth.run.shares import after_hang_share, first_share, searched_share
 from torchsleuth.run.pool import Pool
 
 
@@ -183,8 +183,29 @@ def test_on_a_shared_gpu_a_hang_set_aside_is_replayed_beside_the_last_unit_in_a_
     pool.close()
 
 
-def test_the_share_is_all_of_the_time_on_the_cpu_and_a_fifth_on_an_accelerator_a_fiftieth_after_a_hang():
+@pytest.mark.parametrize("first", [0.25, 1.0])
+def test_on_a_shared_gpu_a_spare_for_a_hang_set_aside_is_warm_before_the_last_unit_is_handed_out(tmp_path, first):
+    # first=0.25 (workers sharing a GPU), no spares asked for: "hang" is set aside; with fewer units left than AHEAD
+    # times the workers, handing out "second" starts a spare, warm (0.5 s) before "third", the last, is handed out
+    # (1.2 s later: four cases of 0.3 s, each within its share), and the replay runs in it. first=1.0 (the CPU): no
+    # worker starts between the two.
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=0, first=first, warm=_warm)
+    seen = _run(pool, [("first", ["a", "hang"]), ("second", ["late"] * 4), ("third", ["b"])])
+    assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")]
+    lines = _lines(log)
+    second, third = (next(t for t, _, what in lines if what == f"unit {name}") for name in ("second", "third"))
+    warmed = [pid for t, pid, what in lines if what == "warm" and second <= t <= third]
+    if first < 1.0:
+        replay = [pid for _, pid, what in lines if what == "case hang"][1]  # the case, then its replay alone
+        assert warmed == [replay]
+    else:
+        assert warmed == []
+
+
+def test_the_share_is_all_of_the_time_on_the_cpu_and_a_fifth_on_an_accelerator_a_tenth_searched_a_fiftieth_after_a_hang():
     assert first_share("cpu") == 1.0 and first_share("cuda") == first_share("cuda:1") == first_share("mps") == 0.2
+    assert searched_share("cpu") == 1.0 and searched_share("cuda") == searched_share("mps") == 0.1
     assert after_hang_share("cpu") == 1.0 and after_hang_share("cuda") == after_hang_share("mps") == 0.02
 
 
@@ -206,6 +227,24 @@ def test_once_a_case_setting_values_hung_the_units_other_cases_setting_values_ge
         assert len(slow_runs) == 2 and slow_runs[0] != slow_runs[1]  # set aside, then its replay alone
     else:
         assert seen["collateral"] == [] and seen["outcomes"] == ["a", "slow", "b", "c", "d"] and len(slow_runs) == 1
+
+
+@pytest.mark.parametrize("searched", [True, False])
+def test_a_case_setting_searched_values_gets_the_smaller_searched_share_and_a_samples_own_case_the_first(tmp_path, searched):
+    # searched=0.25 of a 2 s timeout, the first share whole: "slow" (1.2 s) setting searched values (a kin) outlives its
+    # 0.5 s, is set aside and passes in its replay alone with the whole 2 s; the same case setting none (OpInfo's own
+    # sample) passes in place. No hang anywhere: the smaller share is the searched values' own.
+    log = tmp_path / "log"
+    kin = {"slow": "s"} if searched else {}
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=1, first=1.0, searched=0.25, kin=kin.get)
+    seen = _run(pool, [("first", ["a", "slow", "b"])])
+    assert seen["failed"] == [] and seen["done"] == [("first", "done")]
+    slow_runs = [pid for _, pid, what in _lines(log) if what == "case slow"]
+    if searched:
+        assert seen["collateral"] == ["slow"] and seen["outcomes"] == ["a", "b", "slow"]
+        assert len(slow_runs) == 2 and slow_runs[0] != slow_runs[1]  # set aside, then its replay alone
+    else:
+        assert seen["collateral"] == [] and seen["outcomes"] == ["a", "slow", "b"] and len(slow_runs) == 1
 
 
 def test_workers_are_spread_over_the_gpus_and_a_replacement_keeps_its_gpu(tmp_path, monkeypatch):

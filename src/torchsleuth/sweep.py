@@ -49,7 +49,7 @@ from .report.groups import Group
 from .run.imports import load_imports
 from .run import edits
 from .run.dispatch import Callbacks
-from .run.shares import after_hang_share, first_share
+from .run.shares import after_hang_share, first_share, searched_share
 from .run.pool import Pool
 from .run.ray_pool import RayPool
 from .run.starts import begin, default_start
@@ -357,8 +357,8 @@ def _pool(config: SweepConfig, db: str | Path, oracles: Registry) -> Pool | RayP
         options["workers"] = 1
         remark = "one worker: the GPU's NVIDIA MPS server holds it exclusively, and under MPS one worker's device fault ends the others' cases"
     return Pool(work, _describe, config, warm=warm, pins=[devices.pinned(i) for i in config.gpus], first=first_share(config.device),
-                after_hang=after_hang_share(config.device), start=default_start(config.device), preload=PRELOAD, kin=edits.kin,
-                environ=outside, remark=remark, **options)
+                searched=searched_share(config.device), after_hang=after_hang_share(config.device), start=default_start(config.device),
+                preload=PRELOAD, kin=edits.kin, environ=outside, remark=remark, **options)
 
 
 def worker_log(db: str | Path) -> str:

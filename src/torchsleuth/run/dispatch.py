@@ -34,9 +34,11 @@ aside as soon as it begins, its worker ended before its kernel holds the
 device: it would most likely hang as well, and its replay at the end tells.
 And once a case setting values hung, the unit's other cases setting values
 get a smaller share (``after_hang``): an op that hangs on some searched
-values most often hangs on others. OpInfo's own samples keep the first
-share (a slow kernel compiled on first use, set aside, is compiled again in
-each fresh worker).
+values most often hangs on others. A case setting searched values at all
+gets a smaller share than the first (``searched``): that is where ops hang,
+and hanging kernels side by side slow the whole pool about fivefold.
+OpInfo's own samples keep the first share (a slow kernel compiled on first
+use, set aside, is compiled again in each fresh worker).
 
 A unit's rest is shared once nothing is left to hand out. Units go out in
 the ops' order, so a unit that crashes or hangs case after case can be the
@@ -127,6 +129,7 @@ class Dispatcher:
     timeout: float
     slower: Callable[[str], float]  # a case id -> how many timeouts it may take
     first: float = 1.0  # the share of its time a case may take before it is set aside, unless it is a replay (first_share)
+    searched: float = 1.0  # the share of a case setting searched values (searched_share)
     after_hang: float = 1.0  # the share of a case setting values in a unit where such a case hung (after_hang_share)
     kin: Callable[[str], str | None] | None = None  # a case id -> what it shares with the cases that hang with it
     share: Callable[[object], bool] | None = None  # whether a unit's rest may be split among idle workers
@@ -202,6 +205,9 @@ class Dispatcher:
         """A new slot with a fresh worker, for a replay beyond the workers (a pool may have one warm)."""
         return self._start()
 
+    def _handed_out(self) -> None:
+        """A unit was just handed out (a pool may start workers ahead of need)."""
+
     def _last_words(self, slot: Slot) -> str:
         """Where in its case the slot's worker died or hangs, as `` at PLACE`` (run.faults); '' where unknown."""
         return ""
@@ -226,6 +232,7 @@ class Dispatcher:
             slot.setup_failures = 0
             self._send_run(slot)
             self._replays_at_once()
+            self._handed_out()
 
     def _replay(self, slot: Slot, fresh: bool = False) -> None:
         slot.unit, case_id, _ = self.later.pop(0)
@@ -259,12 +266,15 @@ class Dispatcher:
             slot.in_flight, slot.since = payload, time.monotonic()
             if slot.replaying == payload:
                 slot.replayed = "pass"  # until its outcome says otherwise
-            kin = self.kin(payload) if self.hung and slot.replaying != payload else None  # only where a kin function found one
+            asked = self.kin is not None and slot.replaying != payload and (self.hung or self.searched < 1.0)
+            kin = self.kin(payload) if asked else None  # what the case's searched values are, where it sets any
             if kin is not None and kin in self.hung:
                 self._kill(slot)  # before its kernel holds the device
                 self._case_failed(slot, "hang", "set aside unrun: a case setting the same values hung")
                 return False
-            share = min(self.first, self.after_hang) if kin is not None and id(slot.unit) in self.hung_units else self.first
+            share = self.first
+            if kin is not None:
+                share = min(share, self.searched, self.after_hang if id(slot.unit) in self.hung_units else 1.0)
             slot.limit = self.timeout * self.slower(payload) * (1.0 if slot.replaying == payload else share)
         elif kind == "outcome":
             self.outcomes += 1

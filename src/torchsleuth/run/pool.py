@@ -78,6 +78,10 @@ from . import faults
 from .dispatch import Dispatcher, Leaving, Slot
 from .starts import temporary_environ, default_start, hash_seed, server_holds_catalog, start_context
 
+# On a shared accelerator with hangs set aside, a warm spare is started for each once fewer units than this many times
+# the workers are left to hand out (Pool._spares_wanted): at the end of a catalog sweep, seconds before the last one.
+AHEAD = 4
+
 
 class DeviceLost(Exception):
     """Raised by the work function: the device no longer works in this process."""
@@ -165,13 +169,14 @@ def default_spares(workers: int) -> int:
 class Pool(Dispatcher):
     def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1, log: str | None = None,
                  slower: Callable[[str], float] = lambda case_id: 1.0, warm: Callable | None = None, spares: int | None = None,
-                 pins: list[dict] | None = None, first: float = 1.0, after_hang: float = 1.0, start: str | None = None,
+                 pins: list[dict] | None = None, first: float = 1.0, searched: float = 1.0, after_hang: float = 1.0, start: str | None = None,
                  preload: tuple[str, ...] = (),
                  kin: Callable[[str], str | None] | None = None, share: Callable[[object], bool] | None = None,
                  environ: dict[str, str] | None = None, remark: str = ""):
         self.work, self.describe, self.config, self.log, self.warm = work, describe, config, log, warm
         self.environ, self.remark = dict(environ or {}), remark  # what every worker's environment adds; said by where()
-        self.first, self.after_hang, self.kin, self.share = first, after_hang, kin, share  # see run.dispatch's design note
+        self.first, self.searched, self.after_hang = first, searched, after_hang  # see run.dispatch's design note
+        self.kin, self.share = kin, share
         self.workers, self.timeout, self.threads = max(1, workers), timeout, threads
         self.slower = slower  # a case id -> how many timeouts it may take (a compile takes longer than a call)
         self.spares = default_spares(self.workers) if spares is None else spares
@@ -225,16 +230,34 @@ class Pool(Dispatcher):
     def _spares_wanted(self) -> int:
         """``spares``; half the workers once no unit is left to hand out, when the units still running are the ones
         that crash case after case (their rest split among the workers: run.dispatch) and each crash would wait for
-        a start."""
-        return self.spares if self.queue else max(self.spares, self.workers // 2)
+        a start. And on a shared accelerator, once fewer units are left to hand out than ``AHEAD`` times the workers
+        (seconds before the last is, at the end of a catalog), one for each hang set aside: its replay begins as the
+        last unit is handed out (run.dispatch), and workers started only then made their device contexts beside the
+        last units' crash waves, 13-20 s late in run Q (bench/cuda-sweep.md)."""
+        wanted = self.spares if self.queue else max(self.spares, self.workers // 2)
+        if self.first < 1.0 and self.later and len(self.queue) < AHEAD * self.workers:
+            wanted = max(wanted, len(self.later))
+        return wanted
 
-    def _take_spare(self, pin: dict | None, any_pin: bool = False) -> _Slot | None:
-        """A spare worker still alive with this pin (or any, with ``any_pin``; the oldest, the likeliest to be warm), or
-        None."""
+    def _handed_out(self) -> None:
+        """As a unit is handed out with hangs set aside on a shared accelerator: the spares their replays will take
+        started up to ``_spares_wanted`` (a replacement tops them up too)."""
+        if self.first < 1.0 and self.later:
+            self._sweep_spares()
+            while len(self.spare) < self._spares_wanted():
+                self.spare.append(self._start())
+
+    def _sweep_spares(self) -> None:
+        """The spares that died (a worker's start can fail) reaped and let go."""
         for spare in [s for s in self.spare if not s.process.is_alive()]:
             self.spare.remove(spare)
             spare.process.join(timeout=1)
             spare.conn.close()
+
+    def _take_spare(self, pin: dict | None, any_pin: bool = False) -> _Slot | None:
+        """A spare worker still alive with this pin (or any, with ``any_pin``; the oldest, the likeliest to be warm), or
+        None."""
+        self._sweep_spares()
         for spare in self.spare:
             if any_pin or spare.pin == pin:
                 self.spare.remove(spare)

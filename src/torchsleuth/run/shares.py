@@ -2,8 +2,8 @@
 
 On the CPU a case has all of its time (a hang holds one core). On an accelerator the pool's workers share, a
 hanging kernel holds the device for all of them, so a case is set aside after a share of its time and replayed alone
-at the end with all of it; and once a case of a unit setting searched values has hung, the unit's other such cases
-get a smaller share still.
+at the end with all of it; a case setting searched values (the search's extreme values, where an op hangs) gets a
+smaller share; and once a case of a unit setting searched values has hung, the unit's other such cases a smaller one still.
 """
 
 from __future__ import annotations
@@ -26,12 +26,25 @@ ACCELERATOR_SHARE = 0.2
 # end, beside the hangs' own. Not OpInfo's own samples: special.erfcx's, slow while NVRTC compiles its kernel for
 # each layout, were set aside 76 times, each compiling again in a fresh worker (run M).
 AFTER_A_HANG_SHARE = 0.02
+# The share of a case setting searched values on such an accelerator: 6 s of 60. Where an op hangs it is on such
+# values (a polynomial's degree of 2^52 + 1), and ten hanging kernels took a pool of 16 workers from 1,259 cases/s to
+# 256 (bench/h200_batch35.sh, whether their processes waited spinning or sleeping: the device's share, not the
+# host's), so the six hanging at once in a catalog sweep cost the pool most of the time they hold. Cases setting
+# searched values that finished took at most 4.2 s in runs P and Q (5.3 s in a device stall); OpInfo's own samples
+# keep the first share (special.erfcx's first compile, 8.8 s).
+SEARCHED_SHARE = 0.1
 
 
 def first_share(device: str) -> float:
     """How much of its time a case may take before it is set aside: all of it on the CPU (a hang holds one core),
     ``ACCELERATOR_SHARE`` on an accelerator the pool's workers share (a hang holds the device for all of them)."""
     return 1.0 if devices.kind(device) == "cpu" else ACCELERATOR_SHARE
+
+
+def searched_share(device: str) -> float:
+    """The share of a case setting searched values: all of the time on the CPU, ``SEARCHED_SHARE`` on an accelerator
+    the pool's workers share."""
+    return 1.0 if devices.kind(device) == "cpu" else SEARCHED_SHARE
 
 
 def after_hang_share(device: str) -> float:
