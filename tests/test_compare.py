@@ -398,3 +398,30 @@ def test_at_no_tolerance_equal_values_pass_and_one_element_off_is_found_the_same
     off[2] = 1.75
     found = leaf(off, values, tolerance=exact)
     assert found is not None and found.mismatched == 1 and found.worst_index == (2,)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_call_leaving_a_host_copy_it_was_never_given_invalid_is_an_out_of_view_write(monkeypatch, when):
+    # A kernel that writes outside its memory can overwrite torch's bookkeeping of another storage (lu_unpack's out=,
+    # bench/search-cost.md): the judge's host copies of the call's storages were left flagged so that reading them
+    # raises. Planted as that flag, set on one copy by the call: a finding naming the op, the path and the copy, not
+    # a failure inside torchsleuth. Unplanted, the same case passes.
+    from torchsleuth.cases.records import Case
+    from torchsleuth.engine import run_case
+    from torchsleuth.run import call
+
+    case = Case(op="tril", variant="out", dtype="float32", device="cpu", sample=0)
+    assert run_case(case).status == "pass"
+    execute = call.execute
+
+    def corrupting(prepared):
+        ran = execute(prepared)
+        torch._C._set_throw_on_mutable_data_ptr(getattr(ran, when)["out"])  # the state a stray write left it in
+        return ran
+
+    monkeypatch.setattr(call, "execute", corrupting)
+    outcome = run_case(case)
+    assert outcome.status == "finding", outcome.reason
+    [finding] = outcome.findings
+    assert finding.kind == "out_of_view_write" and finding.opinfo == "tril" and finding.case_id == case.id
+    assert f"the copy of out's storage taken {when} the call" in finding.summary and "writes over memory outside its tensors" in finding.summary

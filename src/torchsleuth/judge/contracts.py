@@ -1,7 +1,11 @@
 """Contracts: what must hold of a call whatever its values are.
 
 * readable: every tensor of the result has a storage that can be read (a
-  kernel that corrupts its out= tensor can leave it invalid);
+  kernel that corrupts its out= tensor can leave it invalid), and so has
+  every snapshot the judge took of the call's storages, before and after it
+  (host copies the call was never given: one left invalid means the call
+  wrote over memory outside its tensors, torch's own bookkeeping of a
+  storage among it);
 * storage: nothing outside a view changes (``out_of_view_write``), and a
   tensor the call may only read keeps its values (``input_mutated``) unless
   an op's schema declares it written;
@@ -43,6 +47,16 @@ def unreadable(ctx: Context) -> bool:
             ctx.report(
                 kind, "contract", f"{ctx.name()} returns {path} with a storage whose data pointer is invalid",
                 Mismatch(path=path, attribute="storage", expected="a readable storage", actual="an invalid storage"),
+            )
+    for path in sorted(ctx.ev.prepared.tensors):
+        snapshots = [(when, taken.get(path)) for when, taken in (("before", ctx.ev.ran.before), ("after", ctx.ev.ran.after)) if taken]
+        when = next((when for when, t in snapshots if isinstance(t, torch.Tensor) and not cmp.readable(t)), None)
+        if when is not None:
+            ctx.report(
+                "out_of_view_write", "contract",
+                f"{ctx.name()} on {ctx.describe(path)} {path} writes over memory outside its tensors: the copy of {path}'s storage "
+                f"taken {when} the call, which the call was never given, has an invalid data pointer after it",
+                Mismatch(path=path, attribute="storage", expected="the host copies of its storages untouched", actual="a copy left invalid"),
             )
     return bool(ctx.findings)
 
