@@ -3,12 +3,13 @@
 The work here is no sweep: a unit is a name and a list of case names; a case named ``pause`` sleeps, ``die`` kills its
 worker (its replay alone too, so the pool reports it), ``slow`` takes 1.2 s, ``hang`` never returns, and ``hang_after`` hangs only in a
 process that has run a case before it (collateral: alone, it passes), ``late`` passes after 0.3 s, ``tainted`` ends its
-worker unless it runs alone, where its outcome is an error. Every process writes what it did to a log
+worker unless it runs alone, where its outcome is an error, ``gone`` passes and then says the device is lost. Every process writes what it did to a log
 (``O_APPEND``, one line a write), so the test reads which process ran what, and when.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import time
@@ -20,7 +21,7 @@ from torchsleuth import devices
 from torchsleuth.errors import UsageError
 from torchsleuth.run.dispatch import Callbacks, Leaving, in_part
 from torchsleuth.run.shares import after_hang_share, first_share, searched_share
-from torchsleuth.run.pool import Pool
+from torchsleuth.run.pool import DeviceLost, Pool
 
 
 def _log(config, line: str) -> None:
@@ -59,6 +60,9 @@ def _work(unit, config, skip, only):
             time.sleep(1.5)  # longer than a spare's warm-up
         if case == "slow":
             time.sleep(1.2)  # more than a quarter of a 2 s timeout, less than the whole
+        if case == "gone":  # the device no longer works in this process (as engine.DeviceLost after a CUDA fault)
+            yield "outcome", case
+            raise DeviceLost("the device no longer works")
         if case == "late":
             time.sleep(0.3)  # a worker ended as the case begins never gets this far
             _log(config, "ran late")
@@ -183,24 +187,21 @@ def test_on_a_shared_gpu_a_hang_set_aside_is_replayed_beside_the_last_unit_in_a_
     pool.close()
 
 
-@pytest.mark.parametrize("first", [0.25, 1.0])
-def test_on_a_shared_gpu_a_spare_for_a_hang_set_aside_is_warm_before_the_last_unit_is_handed_out(tmp_path, first):
-    # first=0.25 (workers sharing a GPU), no spares asked for: "hang" is set aside; with fewer units left than AHEAD
-    # times the workers, handing out "second" starts a spare, warm (0.5 s) before "third", the last, is handed out
-    # (1.2 s later: four cases of 0.3 s, each within its share), and the replay runs in it. first=1.0 (the CPU): no
-    # worker starts between the two.
+def test_a_worker_that_says_its_device_is_lost_is_replaced_without_waiting_for_its_exit(tmp_path, monkeypatch):
+    # "gone" ends its worker (the device lost: the worker exits by itself); beside a GPU that exit tears down a faulted
+    # context for seconds, which the parent waited for. It is killed and replaced at once, reaped only at close.
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=0, first=first, warm=_warm)
-    seen = _run(pool, [("first", ["a", "hang"]), ("second", ["late"] * 4), ("third", ["b"])])
-    assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")]
-    lines = _lines(log)
-    second, third = (next(t for t, _, what in lines if what == f"unit {name}") for name in ("second", "third"))
-    warmed = [pid for t, pid, what in lines if what == "warm" and second <= t <= third]
-    if first < 1.0:
-        replay = [pid for _, pid, what in lines if what == "case hang"][1]  # the case, then its replay alone
-        assert warmed == [replay]
-    else:
-        assert warmed == []
+    joined = []
+    join = multiprocessing.process.BaseProcess.join
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "join", lambda self, timeout=None: (joined.append(self.pid), join(self, timeout))[1])
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=30, spares=0)
+    seen = _run(pool, [("first", ["a", "gone", "b"])], close=False)
+    assert seen["outcomes"] == ["a", "gone", "b"] and seen["done"] == [("first", "done")] and seen["failed"] == []
+    gone = next(pid for _, pid, what in _lines(log) if what == "case gone")
+    b = next(pid for _, pid, what in _lines(log) if what == "case b")
+    assert gone != b and gone not in joined  # the unit went on in a fresh worker, the lost one not waited for
+    pool.close()
+    assert not os.path.exists(f"/proc/{gone}")  # reaped (no zombie left) by close at the latest
 
 
 def test_the_share_is_all_of_the_time_on_the_cpu_and_a_fifth_on_an_accelerator_a_tenth_searched_a_fiftieth_after_a_hang():

@@ -205,9 +205,6 @@ class Dispatcher:
         """A new slot with a fresh worker, for a replay beyond the workers (a pool may have one warm)."""
         return self._start()
 
-    def _handed_out(self) -> None:
-        """A unit was just handed out (a pool may start workers ahead of need)."""
-
     def _last_words(self, slot: Slot) -> str:
         """Where in its case the slot's worker died or hangs, as `` at PLACE`` (run.faults); '' where unknown."""
         return ""
@@ -232,7 +229,6 @@ class Dispatcher:
             slot.setup_failures = 0
             self._send_run(slot)
             self._replays_at_once()
-            self._handed_out()
 
     def _replay(self, slot: Slot, fresh: bool = False) -> None:
         slot.unit, case_id, _ = self.later.pop(0)

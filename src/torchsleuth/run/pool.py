@@ -78,10 +78,6 @@ from . import faults
 from .dispatch import Dispatcher, Leaving, Slot
 from .starts import temporary_environ, default_start, hash_seed, server_holds_catalog, start_context
 
-# On a shared accelerator with hangs set aside, a warm spare is started for each once fewer units than this many times
-# the workers are left to hand out (Pool._spares_wanted): at the end of a catalog sweep, seconds before the last one.
-AHEAD = 4
-
 
 class DeviceLost(Exception):
     """Raised by the work function: the device no longer works in this process."""
@@ -230,34 +226,16 @@ class Pool(Dispatcher):
     def _spares_wanted(self) -> int:
         """``spares``; half the workers once no unit is left to hand out, when the units still running are the ones
         that crash case after case (their rest split among the workers: run.dispatch) and each crash would wait for
-        a start. And on a shared accelerator, once fewer units are left to hand out than ``AHEAD`` times the workers
-        (seconds before the last is, at the end of a catalog), one for each hang set aside: its replay begins as the
-        last unit is handed out (run.dispatch), and workers started only then made their device contexts beside the
-        last units' crash waves, 13-20 s late in run Q (bench/cuda-sweep.md)."""
-        wanted = self.spares if self.queue else max(self.spares, self.workers // 2)
-        if self.first < 1.0 and self.later and len(self.queue) < AHEAD * self.workers:
-            wanted = max(wanted, len(self.later))
-        return wanted
-
-    def _handed_out(self) -> None:
-        """As a unit is handed out with hangs set aside on a shared accelerator: the spares their replays will take
-        started up to ``_spares_wanted`` (a replacement tops them up too)."""
-        if self.first < 1.0 and self.later:
-            self._sweep_spares()
-            while len(self.spare) < self._spares_wanted():
-                self.spare.append(self._start())
-
-    def _sweep_spares(self) -> None:
-        """The spares that died (a worker's start can fail) reaped and let go."""
-        for spare in [s for s in self.spare if not s.process.is_alive()]:
-            self.spare.remove(spare)
-            spare.process.join(timeout=1)
-            spare.conn.close()
+        a start."""
+        return self.spares if self.queue else max(self.spares, self.workers // 2)
 
     def _take_spare(self, pin: dict | None, any_pin: bool = False) -> _Slot | None:
         """A spare worker still alive with this pin (or any, with ``any_pin``; the oldest, the likeliest to be warm), or
         None."""
-        self._sweep_spares()
+        for spare in [s for s in self.spare if not s.process.is_alive()]:
+            self.spare.remove(spare)
+            spare.process.join(timeout=1)
+            spare.conn.close()
         for spare in self.spare:
             if any_pin or spare.pin == pin:
                 self.spare.remove(spare)
@@ -310,8 +288,9 @@ class Pool(Dispatcher):
             except (EOFError, OSError):
                 slot.process.join(timeout=5)
                 return self._died(slot, _describe_exit(slot.process.exitcode))
-            if kind == "lost":  # the worker exits by itself
-                slot.process.join(timeout=5)
+            # "lost": the worker exits by itself; not waited for (it is killed as it is replaced and reaped as it
+            # exits): beside a GPU the exit tears down a faulted device context, seconds in which the parent, the one
+            # process handing out units and starting replays, waited 5 s a crash (bench/cuda-sweep.md, run R)
             if not self._event(slot, kind, payload):
                 return
 
