@@ -12,16 +12,18 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import time
 import types
 
 import pytest
 
+import torchsleuth.sweep  # noqa: F401  (sys.modules["torchsleuth.sweep"]: the attribute is the function)
 from torchsleuth import devices
 from torchsleuth.errors import UsageError
 from torchsleuth.run.dispatch import Callbacks, Leaving, in_part
 from torchsleuth.run.shares import after_hang_share, first_share, searched_share
-from torchsleuth.run.pool import DeviceLost, Pool
+from torchsleuth.run.pool import DeviceLost, DeviceUnavailable, Pool
 
 
 def _log(config, line: str) -> None:
@@ -74,7 +76,7 @@ def _describe(unit, config, case_id):
 
 
 def _run(pool: Pool, units: list, close: bool = True) -> dict:
-    seen = {"outcomes": [], "failed": [], "done": [], "collateral": [], "order": []}
+    seen = {"outcomes": [], "failed": [], "done": [], "collateral": [], "order": [], "details": {}}
 
     def saw(kind, item):
         seen[kind].append(item)
@@ -85,7 +87,7 @@ def _run(pool: Pool, units: list, close: bool = True) -> dict:
         on_outcome=lambda unit, outcome: saw("outcomes", outcome),
         on_failed=lambda unit, case_id, kind, how, call: saw("failed", (case_id, kind, call)),
         on_collateral=lambda unit, case_id, how: saw("collateral", case_id),
-        on_unit_done=lambda unit, state, detail: saw("done", (unit[0], state)),
+        on_unit_done=lambda unit, state, detail: (saw("done", (unit[0], state)), seen["details"].__setitem__(unit[0], detail)),
     ), close=close)
     return seen
 
@@ -202,6 +204,21 @@ def test_a_worker_that_says_its_device_is_lost_is_replaced_without_waiting_for_i
     assert gone != b and gone not in joined  # the unit went on in a fresh worker, the lost one not waited for
     pool.close()
     assert not os.path.exists(f"/proc/{gone}")  # reaped (no zombie left) by close at the latest
+
+
+def _unavailable(config) -> None:
+    raise DeviceUnavailable("this worker cannot run a kernel on cuda")
+
+
+def test_a_worker_whose_device_cannot_run_a_kernel_from_its_start_judges_nothing_and_its_units_fail_saying_so(tmp_path):
+    # The warm-up finds the device unusable (a driver refusing new contexts): no case may be judged there (each would be
+    # recorded as raised), so the worker exits at once; its unit is retried once in a fresh worker, then failed.
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=30, spares=0, warm=_unavailable)
+    seen = _run(pool, [("first", ["a", "b"]), ("second", ["c"])])
+    assert seen["outcomes"] == [] and not log.exists()  # no worker began a unit
+    assert [unit for unit, _ in seen["done"]] == ["first", "second"] and all(state == "failed" for _, state in seen["done"])
+    assert "could not run a kernel on its device from its start" in seen["details"]["first"]
 
 
 def test_the_share_is_all_of_the_time_on_the_cpu_and_a_fifth_on_an_accelerator_a_tenth_searched_a_fiftieth_after_a_hang():
@@ -416,3 +433,12 @@ def test_a_collateral_case_says_what_its_replay_alone_gave_a_pass_or_its_status(
         on_collateral=lambda unit, case_id, how: said.append((case_id, how)), on_unit_done=lambda *a: None))
     assert dict(said) == {"hang_after": "it passed when run alone in a fresh worker",  # a hang set aside, replayed last
                           "tainted": "not when it ran alone in a fresh worker (its outcome there: error)"}
+
+
+def test_the_sweeps_warm_up_says_a_device_that_cannot_run_a_kernel_is_unavailable(monkeypatch):
+    sweep_module = sys.modules["torchsleuth.sweep"]
+    monkeypatch.setattr(sweep_module, "device_works", lambda device: device == "cpu")
+    config = types.SimpleNamespace(imports=(), device="cuda")
+    with pytest.raises(DeviceUnavailable, match="cannot run a kernel on cuda"):
+        sweep_module.warm(config)
+    sweep_module.warm(types.SimpleNamespace(imports=(), device="cpu"))  # a device that works: no error

@@ -50,7 +50,7 @@ from .run.imports import load_imports
 from .run import edits
 from .run.dispatch import Callbacks
 from .run.shares import after_hang_share, first_share, searched_share
-from .run.pool import Pool
+from .run.pool import DeviceUnavailable, Pool
 from .run.ray_pool import RayPool
 from .run.starts import begin, default_start
 from .shrink import stage
@@ -189,10 +189,12 @@ def _work(item, config: SweepConfig, skip: frozenset[str], only: str | None, *, 
 
 def warm(config: SweepConfig) -> None:
     """What a worker does before its first unit, so that a spare is ready when it is needed: OpInfo's catalog loaded,
-    the user's imports made, the device's context made (by the probe kernel engine.device_works runs)."""
+    the user's imports made, the device's context made (by the probe kernel engine.device_works runs). A worker whose
+    device cannot run that kernel judges nothing: ``DeviceUnavailable`` (the pool fails its unit, saying why)."""
     load_imports(config.imports)
     opinfo.catalog()
-    device_works(config.device)
+    if not device_works(config.device):
+        raise DeviceUnavailable(f"this worker cannot run a kernel on {config.device}")
 
 
 def _describe(item, config: SweepConfig, case_id: str):

@@ -67,6 +67,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -81,6 +82,17 @@ from .starts import temporary_environ, default_start, hash_seed, server_holds_ca
 
 class DeviceLost(Exception):
     """Raised by the work function: the device no longer works in this process."""
+
+
+class DeviceUnavailable(Exception):
+    """Raised by the warm-up function: this process cannot run a kernel on the device at all, from its start."""
+
+
+# The status a worker exits with when its device cannot run a kernel from its start (DeviceUnavailable). Beside an
+# H200 whose driver refused new contexts near the end of a catalog sweep, each fresh worker's cases were recorded as
+# raised ("No CUDA GPUs are available", 204 of them) and every unit's rest went to another such worker, 5,263 of them
+# (run S, bench/cuda-sweep.md); now its units fail, saying so.
+UNAVAILABLE = 4
 
 
 def _worker_main(conn: Connection, work: Callable, describe: Callable, config, threads: int, log: str | None,
@@ -104,6 +116,9 @@ def _worker_main(conn: Connection, work: Callable, describe: Callable, config, t
     if warm is not None:
         try:
             warm(config)
+        except DeviceUnavailable as e:  # no case could be judged here: the unit is failed for it (_describe_exit)
+            print(f"torchsleuth worker: {e}", file=sys.stderr, flush=True)
+            os._exit(UNAVAILABLE)
         except Exception:  # what fails here fails again in the unit, where it is reported
             pass
     while True:
@@ -323,6 +338,8 @@ class Pool(Dispatcher):
 def _describe_exit(code: int | None) -> str:
     if code is None:
         return "the worker stopped answering"
+    if code == UNAVAILABLE:
+        return "the worker could not run a kernel on its device from its start (see the worker output)"
     if code < 0:
         try:
             name = signal.Signals(-code).name
