@@ -107,8 +107,8 @@ def add_parser(commands) -> None:
                         "default: start a local Ray instance")
     p.add_argument("--timeout", type=seconds, default=config_module.DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"a case running longer is a hang (default {config_module.DEFAULT_TIMEOUT:g}); on a GPU the workers share, "
-                        "a case is set aside after a fifth of it (a fiftieth once a case of its unit setting searched "
-                        "values hung) and replayed alone at the end with all of it")
+                        "a case is set aside after a fifth of it (a tenth if it sets searched values, a fiftieth once "
+                        "such a case of its unit hung) and replayed alone at the end with all of it")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="module or .py file every worker imports first, e.g. to register kernels (repeatable)")
     p.add_argument("--out", default="torchsleuth-out", metavar="DIR", help="where repro scripts go (default ./torchsleuth-out)")
