@@ -191,7 +191,7 @@ def test_on_a_shared_gpu_a_hang_set_aside_is_replayed_beside_the_last_unit_in_a_
 
 def test_a_worker_that_says_its_device_is_lost_is_replaced_without_waiting_for_its_exit(tmp_path, monkeypatch):
     # "gone" ends its worker (the device lost: the worker exits by itself); beside a GPU that exit tears down a faulted
-    # context for seconds, which the parent waited for. It is killed and replaced at once, reaped only at close.
+    # context for seconds, which the parent waited for. It is killed and replaced at once, reaped as it exits or at close.
     log = tmp_path / "log"
     joined = []
     join = multiprocessing.process.BaseProcess.join
