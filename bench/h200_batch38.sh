@@ -1,0 +1,21 @@
+#!/bin/bash
+# Prepared for the next device calls (not yet run): bench/h200_batch36.sh (`torchsleuth ops --device cuda --no-shrink`
+# itself, the whole catalog timed from the process's start) with the tree of now, as two calls back to back on one
+# machine: `bash bench/h200_batch38.sh $OUT 1` with a fresh kernel cache, then `... $OUT 2` with the first's (run S's
+# case: from its last unit on, new workers could not use the GPU). nvidia-smi samples the compute processes every 2 s
+# beside the run (apps.csv: how many device contexts are alive at once, and their memory), the guess at S's cause.
+set -u
+OUT=${1:?out dir}
+N=${2:-1}
+W=/tmp/batch38_$N; rm -rf $W; mkdir -p $W
+[ "$N" = 1 ] && rm -rf /tmp/kernels38
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >/dev/null 2>&1
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/src PYTORCH_KERNEL_CACHE_PATH=/tmp/kernels38
+mkdir -p $PYTORCH_KERNEL_CACHE_PATH; ls $PYTORCH_KERNEL_CACHE_PATH | wc -l > $OUT/cache_before.txt
+nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader -l 2 > $OUT/apps.csv 2>&1 &
+SMI=$!
+timeout ${SECONDS_LIMIT:-420} python3 bench/catalog_timeline.py --device cuda --out $W/run --command > $W/stdout.txt 2>&1
+kill $SMI
+python3 bench/catalog_timeline.py --read $W/run > $OUT/read.txt 2>&1
+tail -30 $W/stdout.txt > $OUT/command_tail.txt
+tar czf $OUT/run.tgz -C $W run/timeline.jsonl run/summary.json run/runs.db stdout.txt 2>/dev/null
