@@ -74,7 +74,8 @@ def record(args) -> int:
 
     sweep_module = sys.modules["torchsleuth.sweep"]  # the package's attribute of that name is the function
 
-    original = {name: getattr(Pool, name) for name in ("_start", "_replace", "_kill", "_send_describe", "_event", "close")}
+    original = {name: getattr(Pool, name) for name in ("_start", "_replace", "_kill", "_send_describe", "_send_run", "_event", "close")}
+    sent = {}  # id(slot) -> (when a unit or replay was sent to its worker, whether that worker is one started since)
     original["result"], original["write_outputs"] = sweep_module.result, outputs.write_outputs
     original.update({name: getattr(Frame, name) for name in ("unit_begun", "start", "record", "unit_done")})
     original["resolve_ops"] = select.resolve_ops
@@ -83,8 +84,8 @@ def record(args) -> int:
         return getattr(slot.unit, "key", None)
 
     def start(pool, *args, **kwargs):
-        log.write(worker=replacing[-1] if replacing else None, why="replace" if replacing else "first")
         slot = original["_start"](pool, *args, **kwargs)
+        log.write(worker=replacing[-1] if replacing else None, why="replace" if replacing else "first", pid=slot.process.pid)
         if not counts["started"]:  # how the workers start: forked, or spawned (run.pool.start_context); the server answered
             log.write(start_method=pool.context.get_start_method(), server_catalog=server_holds_catalog())
         counts["started"] += 1
@@ -105,7 +106,15 @@ def record(args) -> int:
         log.write(describe=key(slot))
         return original["_send_describe"](pool, slot, case_id)
 
+    def send_run(pool, slot, only=None):
+        sent[id(slot)] = (time.monotonic(), getattr(slot, "process", None))
+        return original["_send_run"](pool, slot, only)
+
     def event(pool, slot, kind, payload):
+        if kind == "begin" and id(slot) in sent:  # how long the worker took from the unit sent to its first case
+            at, process = sent.pop(id(slot))
+            if process is not None and getattr(slot, "process", None) is process:
+                log.write(first_case=key(slot), after=round(time.monotonic() - at, 3), pid=process.pid)
         if kind == "begin" and slot.replaying is not None and slot.replaying == payload:
             log.write(replay_begun=key(slot))
         elif kind == "described":
@@ -153,6 +162,7 @@ def record(args) -> int:
         return ops
 
     Pool._start, Pool._replace, Pool._kill, Pool._send_describe, Pool._event, Pool.close = start, replace, kill, send_describe, event, close
+    Pool._send_run = send_run
     sweep_module.result, outputs.write_outputs = result, write_outputs
     Frame.unit_begun, Frame.start, Frame.record, Frame.unit_done = unit_begun, frame_start, frame_record, unit_done
     select.resolve_ops = resolve_ops

@@ -354,9 +354,9 @@ class Dispatcher:
     def _case_failed(self, slot: Slot, kind: str, how: str) -> None:
         """A case killed its worker: replay it alone; if this was the replay, describe and report it."""
         case_id = slot.in_flight
-        self._replace(slot)
         if kind == "hang" and slot.replaying != case_id:  # set aside: replayed when no unit is left
-            self.later.append((slot.unit, case_id, how))
+            self.later.append((slot.unit, case_id, how))  # before the fresh worker: a pool may start one for its replay
+            self._replace(slot)
             self.unsettled[id(slot.unit)] = self.unsettled.get(id(slot.unit), 0) + 1
             kin = self.kin(case_id) if self.kin else None
             if kin is not None:
@@ -368,7 +368,9 @@ class Dispatcher:
                 if idle.unit is None and not self.queue and self.later:
                     self._next_unit(idle)
             self._resume(slot)
-        elif slot.replaying == case_id:
+            return
+        self._replace(slot)
+        if slot.replaying == case_id:
             slot.replaying = None
             slot.skip.add(case_id)
             slot.describing, slot.since = (case_id, kind, how), time.monotonic()

@@ -241,8 +241,11 @@ class Pool(Dispatcher):
     def _spares_wanted(self) -> int:
         """``spares``; half the workers once no unit is left to hand out, when the units still running are the ones
         that crash case after case (their rest split among the workers: run.dispatch) and each crash would wait for
-        a start."""
-        return self.spares if self.queue else max(self.spares, self.workers // 2)
+        a start. On a shared accelerator, one more for each hang set aside (at most one a worker): its replay starts
+        as the last unit is handed out, in a worker warm by then, not in one that makes its device context while
+        the crashing units' faulted contexts are torn down (17-32 s there; bench/cuda-sweep.md)."""
+        wanted = self.spares if self.queue else max(self.spares, self.workers // 2)
+        return wanted + (min(len(self.later), self.workers) if self.first < 1.0 else 0)
 
     def _take_spare(self, pin: dict | None, any_pin: bool = False) -> _Slot | None:
         """A spare worker still alive with this pin (or any, with ``any_pin``; the oldest, the likeliest to be warm), or
