@@ -189,6 +189,26 @@ def test_on_a_shared_gpu_a_hang_set_aside_is_replayed_beside_the_last_unit_in_a_
     pool.close()
 
 
+def test_on_a_shared_gpu_the_replay_of_a_hang_set_aside_begins_in_a_worker_started_for_it_when_it_was_set_aside(tmp_path):
+    # "hang" is set aside after its share (0.5 s); a worker is started for its replay then. The unit goes on, pauses,
+    # then crashes (its replay alone crashes too), taking the spares; as the last unit ("second") is handed out the
+    # replay begins in the worker kept for it, warm since before the crash, which ran nothing else. Without it the
+    # replay took a spare started after the crash (a whole-catalog run: the crashing units took every spare)
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=8.0, spares=1, first=0.25, warm=_warm,
+                slower=lambda case_id: 0.25 if case_id == "hang" else 1.0)  # the hang's share 0.5 s, its replay's 2 s
+    seen = _run(pool, [("first", ["a", "hang", "pause", "die", "b"]), ("second", ["c"])])
+    assert sorted((c, kind) for c, kind, _ in seen["failed"]) == [("die", "crash"), ("hang", "hang")]
+    assert sorted(seen["outcomes"]) == ["a", "b", "c", "pause"]
+    lines = _lines(log)
+    warmed = {pid: t for t, pid, what in lines if what == "warm"}
+    first_die = min(t for t, pid, what in lines if what == "die")
+    replay = [pid for t, pid, what in lines if what == "case hang"][1]
+    assert warmed[replay] < first_die, lines
+    assert [what for _, pid, what in lines if pid == replay and what.startswith(("case", "unit"))] == ["unit first", "case hang"]
+    assert not pool.reserved
+
+
 def test_a_worker_that_says_its_device_is_lost_is_replaced_without_waiting_for_its_exit(tmp_path, monkeypatch):
     # "gone" ends its worker (the device lost: the worker exits by itself); beside a GPU that exit tears down a faulted
     # context for seconds, which the parent waited for. It is killed and replaced at once, reaped as it exits or at close.

@@ -205,6 +205,9 @@ class Dispatcher:
         """A new slot with a fresh worker, for a replay beyond the workers (a pool may have one warm)."""
         return self._start()
 
+    def _ahead(self) -> None:
+        """A hang was set aside (``later``): a pool may start a worker for its replay now, to be warm when it begins."""
+
     def _last_words(self, slot: Slot) -> str:
         """Where in its case the slot's worker died or hangs, as `` at PLACE`` (run.faults); '' where unknown."""
         return ""
@@ -354,9 +357,10 @@ class Dispatcher:
     def _case_failed(self, slot: Slot, kind: str, how: str) -> None:
         """A case killed its worker: replay it alone; if this was the replay, describe and report it."""
         case_id = slot.in_flight
+        self._replace(slot)
         if kind == "hang" and slot.replaying != case_id:  # set aside: replayed when no unit is left
-            self.later.append((slot.unit, case_id, how))  # before the fresh worker: a pool may start one for its replay
-            self._replace(slot)
+            self.later.append((slot.unit, case_id, how))
+            self._ahead()
             self.unsettled[id(slot.unit)] = self.unsettled.get(id(slot.unit), 0) + 1
             kin = self.kin(case_id) if self.kin else None
             if kin is not None:
@@ -368,9 +372,7 @@ class Dispatcher:
                 if idle.unit is None and not self.queue and self.later:
                     self._next_unit(idle)
             self._resume(slot)
-            return
-        self._replace(slot)
-        if slot.replaying == case_id:
+        elif slot.replaying == case_id:
             slot.replaying = None
             slot.skip.add(case_id)
             slot.describing, slot.since = (case_id, kind, how), time.monotonic()

@@ -195,6 +195,7 @@ class Pool(Dispatcher):
         self.context = None  # chosen at the first worker's start (start_context)
         self.slots: list[_Slot] = []
         self.spare: list[_Slot] = []  # started workers waiting for a slot (none until the first replacement)
+        self.reserved: list[_Slot] = []  # started for the replays of the hangs set aside, on a shared accelerator (_ahead)
         self.started = 0  # worker processes started, spares included
         self.dying: list[multiprocessing.Process] = []  # workers killed and not yet seen to exit (_kill)
         self.pins = list(pins or [])
@@ -234,29 +235,35 @@ class Pool(Dispatcher):
             self.spare.append(self._start(slot.pin))
 
     def _fresh(self) -> _Slot:
-        """A warm spare where one is alive, on any GPU (a hang's replay beyond the workers starts at once), else a new
-        worker."""
-        return self._take_spare(None, any_pin=True) or self._start()
+        """A worker started for the replays where one is alive, else a warm spare, on any GPU (a hang's replay beyond
+        the workers starts at once), else a new worker."""
+        return self._take_spare(None, any_pin=True, among=self.reserved) or self._take_spare(None, any_pin=True) or self._start()
+
+    def _ahead(self) -> None:
+        """On a shared accelerator, a worker started now for each hang set aside (at most one a worker) and kept for
+        its replay, which begins as the last unit is handed out: a worker started then, or a spare, was not yet warm
+        when a whole-catalog run ended crashing case after case (the spares taken as fast as they were made, a
+        start there taking 14-20 s; bench/cuda-sweep.md), and the replays, the run's last minute, began that late."""
+        if self.first < 1.0 and self.queue and len(self.reserved) < min(len(self.later), self.workers):
+            self.reserved.append(self._start())
 
     def _spares_wanted(self) -> int:
         """``spares``; half the workers once no unit is left to hand out, when the units still running are the ones
         that crash case after case (their rest split among the workers: run.dispatch) and each crash would wait for
-        a start. On a shared accelerator, one more for each hang set aside (at most one a worker): its replay starts
-        as the last unit is handed out, in a worker warm by then, not in one that makes its device context while
-        the crashing units' faulted contexts are torn down (17-32 s there; bench/cuda-sweep.md)."""
-        wanted = self.spares if self.queue else max(self.spares, self.workers // 2)
-        return wanted + (min(len(self.later), self.workers) if self.first < 1.0 else 0)
+        a start."""
+        return self.spares if self.queue else max(self.spares, self.workers // 2)
 
-    def _take_spare(self, pin: dict | None, any_pin: bool = False) -> _Slot | None:
-        """A spare worker still alive with this pin (or any, with ``any_pin``; the oldest, the likeliest to be warm), or
-        None."""
-        for spare in [s for s in self.spare if not s.process.is_alive()]:
-            self.spare.remove(spare)
+    def _take_spare(self, pin: dict | None, any_pin: bool = False, among: list[_Slot] | None = None) -> _Slot | None:
+        """A spare worker (of ``among``: the spares unless given) still alive with this pin (or any, with ``any_pin``;
+        the oldest, the likeliest to be warm), or None."""
+        spares = self.spare if among is None else among
+        for spare in [s for s in spares if not s.process.is_alive()]:
+            spares.remove(spare)
             spare.process.join(timeout=1)
             spare.conn.close()
-        for spare in self.spare:
+        for spare in spares:
             if any_pin or spare.pin == pin:
-                self.spare.remove(spare)
+                spares.remove(spare)
                 return spare
         return None
 
@@ -313,7 +320,7 @@ class Pool(Dispatcher):
                 return
 
     def close(self) -> None:
-        self.slots, self.spare = self.slots + self.spare, []
+        self.slots, self.spare, self.reserved = self.slots + self.spare + self.reserved, [], []
         for slot in self.slots:
             try:
                 if slot.process.is_alive():
