@@ -194,10 +194,15 @@ def test_on_a_shared_gpu_the_replay_of_a_hang_set_aside_begins_in_a_worker_start
     # then crashes (its replay alone crashes too), taking the spares; as the last unit ("second") is handed out the
     # replay begins in the worker kept for it, warm since before the crash, which ran nothing else. Without it the
     # replay took a spare started after the crash (a whole-catalog run: the crashing units took every spare)
+    # Once the replay is described its extra worker is ended: the pool reads it no further (it read the closed pipe,
+    # took it for a worker's death and ran the unit again in a worker it no longer held, left running past close).
     log = tmp_path / "log"
     pool = Pool(_work, _describe, str(log), workers=1, timeout=8.0, spares=1, first=0.25, warm=_warm,
                 slower=lambda case_id: 0.25 if case_id == "hang" else 1.0)  # the hang's share 0.5 s, its replay's 2 s
+    started, start = [], pool._start
+    pool._start = lambda *args, **kwargs: (slot := start(*args, **kwargs), started.append(slot.process))[0]
     seen = _run(pool, [("first", ["a", "hang", "pause", "die", "b"]), ("second", ["c"])])
+    assert not [process.pid for process in started if process.is_alive()]  # every worker ended at close
     assert sorted((c, kind) for c, kind, _ in seen["failed"]) == [("die", "crash"), ("hang", "hang")]
     assert sorted(seen["outcomes"]) == ["a", "b", "c", "pause"]
     lines = _lines(log)

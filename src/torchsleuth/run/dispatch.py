@@ -21,7 +21,8 @@ tail costing one timeout. On the CPU a replay takes a worker that is through
 with its units (a hang holds a core); on a shared accelerator (``first``
 below one) each starts as the last unit is handed out, in a slot of its own
 beyond the workers (``extra``, gone once its replay is settled), for that
-tail is the run's end. Their units are told done (``on_unit_done``) only
+tail is the run's end, in a worker the pool started as the hang was set
+aside (``_ahead``), warm by then. Their units are told done (``on_unit_done``) only
 when their last set-aside case is settled, so a run killed before that
 resumes them and nothing is lost. A crash's replay is cheap and stays where
 it is. Where workers share a GPU (``first`` below one) a case is set aside
@@ -285,8 +286,9 @@ class Dispatcher:
         elif kind == "note":
             if slot.part is None or slot.part[0] == 0:
                 self.cb.on_note(slot.unit, payload)
-        elif kind == "described":
+        elif kind == "described":  # read no further: the slot's worker may be ended (an extra slot's) or replaced
             self._described(slot, payload)
+            return False
         elif kind == "lost":  # the worker is gone; a fresh one goes on with the unit
             self._replace(slot)
             self._resume(slot)

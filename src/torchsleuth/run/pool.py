@@ -40,6 +40,10 @@ waits for work: the catalog loaded, the device's context made), and a replacemen
 takes a spare that is ready; the pool starts another in its place (up to half
 the workers once no unit is left to hand out: the units still running then are
 those that crash case after case). A pool whose workers never die never starts one.
+Beside a GPU a start can take 3-23 s once kernels have faulted the device by the
+dozen, and the crashing units take the spares as fast as they are made; so on a
+shared accelerator the replay of each hang set aside gets a worker of its own,
+started as the hang is set aside (``reserved``, ``_ahead``).
 
 Every worker hashes strings alike (run.starts.hash_seed), so that a case's
 sample index names the same sample in a replay, a resumed unit or a shrink.

@@ -1,0 +1,49 @@
+"""How long a new process takes to make its CUDA context and run a first kernel, beside what a catalog run has on the GPU.
+
+A whole-catalog run on an H200 (bench/cuda-sweep.md, run U) saw that probe take 0.2-0.7 s early in the run and 3-23 s
+late in it, where the attention ops crash case after case. This tells the causes apart, phase by phase: the GPU idle;
+16 processes busy with small kernels and synchronizations (as the workers are); 4 processes faulting the GPU in a
+loop (a fresh process each time, a misaligned address in ``_flash_attention_forward``, as those units do); both.
+
+    python3 bench/gpu_ctx_probe.py [SECONDS_A_PHASE]
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+PROBE = ("import time, torch; t = time.time(); torch.zeros(1, device='cuda'); torch.cuda.synchronize(); "
+         "print(f'{time.time() - t:.2f}', flush=True)")
+BUSY = ("import time, torch; x = torch.randn(64, 64, device='cuda'); end = time.time() + {s}\n"
+        "while time.time() < end:\n    (x @ x).sum().item()")
+FAULT = ("import torch; q = torch.randn(1 * 128 * 8 * 64 + 1, dtype=torch.half, device='cuda')[1:].view(1, 128, 8, 64)\n"
+         "torch.ops.aten._flash_attention_forward(q, q, q, None, None, 128, 128, 0.0, False, False)\n"
+         "torch.cuda.synchronize()")
+FAULTS = ("import subprocess, sys, time; end = time.time() + {s}; n = 0\n"
+          "while time.time() < end:\n"
+          "    r = subprocess.run([sys.executable, '-c', {fault!r}], capture_output=True, text=True); n += 1\n"
+          "print('faulting processes', n, (r.stderr.strip().splitlines() or ['exit ' + str(r.returncode)])[-1][:120], flush=True)")
+
+
+def phase(name: str, seconds: float, busy: int, faulting: int) -> None:
+    others = [subprocess.Popen([sys.executable, "-c", BUSY.format(s=seconds + 10)]) for _ in range(busy)]
+    others += [subprocess.Popen([sys.executable, "-c", FAULTS.format(s=seconds + 10, fault=FAULT)]) for _ in range(faulting)]
+    time.sleep(5)  # the others' imports and contexts made
+    took, end = [], time.time() + seconds
+    while time.time() < end:
+        out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True).stdout.strip()
+        took.append(float(out) if out else float("nan"))
+        time.sleep(1)
+    print(f"{name}: context and first kernel {sorted(took)} s (median {sorted(took)[len(took) // 2]:.2f})", flush=True)
+    for process in others:
+        process.wait()
+
+
+if __name__ == "__main__":
+    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 25
+    phase("the GPU idle", seconds, 0, 0)
+    phase("16 processes busy with small kernels", seconds, 16, 0)
+    phase("4 processes faulting the GPU in a loop", seconds, 0, 4)
+    phase("both", seconds, 16, 4)
