@@ -1,9 +1,12 @@
 #!/bin/bash
-# Prepared for the next device calls (not yet run): bench/h200_batch36.sh (`torchsleuth ops --device cuda --no-shrink`
-# itself, the whole catalog timed from the process's start) with the tree of now, as two calls back to back on one
-# machine: `bash bench/h200_batch38.sh $OUT 1` with a fresh kernel cache, then `... $OUT 2` with the first's (run S's
-# case: from its last unit on, new workers could not use the GPU). nvidia-smi samples the compute processes every 2 s
-# beside the run (apps.csv: how many device contexts are alive at once, and their memory), the guess at S's cause.
+# Run in the eighth session (bench/cuda-sweep.md, "The end's cold workers, and run U"): bench/h200_batch36.sh
+# (`torchsleuth ops --device cuda --no-shrink` itself, the whole catalog timed from the process's start) as two calls back
+# to back on one machine: `bash bench/h200_batch38.sh $OUT 1` with a fresh kernel cache (run T1), then `... $OUT 2` with
+# the first's (T2; run S's case: from its last unit on, new workers could not use the GPU); `$OUT 1` again on fresh
+# machines with trees be4470a (T3) and 00e9bda (U). nvidia-smi samples the compute processes every 2 s beside the run
+# (apps.csv: how many device contexts are alive at once). For U a loop beside it timed a fresh process's context start:
+#   (while true; do python3 -c "import time,torch; t=time.time(); torch.zeros(1,device='cuda'); \
+#      torch.cuda.synchronize(); print(f'{time.time():.1f} {time.time()-t:.2f}', flush=True)" >> $OUT/ctx.txt; sleep 8; done) &
 set -u
 OUT=${1:?out dir}
 N=${2:-1}
