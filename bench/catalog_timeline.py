@@ -75,7 +75,7 @@ def record(args) -> int:
     sweep_module = sys.modules["torchsleuth.sweep"]  # the package's attribute of that name is the function
 
     original = {name: getattr(Pool, name) for name in ("_start", "_replace", "_kill", "_send_describe", "_send_run", "_event", "close")}
-    sent = {}  # id(slot) -> (when a unit or replay was sent to its worker, whether that worker is one started since)
+    sent = {}  # id(slot) -> (when a unit or replay was sent to its worker, that worker's process)
     original["result"], original["write_outputs"] = sweep_module.result, outputs.write_outputs
     original.update({name: getattr(Frame, name) for name in ("unit_begun", "start", "record", "unit_done")})
     original["resolve_ops"] = select.resolve_ops
@@ -239,6 +239,12 @@ def read(path: str) -> int:
               (("pool closing", "close"), ("pool closed", "closed"), ("run read back", "result"), ("outputs written", "outputs"))}
     if any(t is not None for t in ending.values()):
         print("the end:", ", ".join(f"{name} at {t:.1f} s" for name, t in ending.items() if t is not None), f"(the last event at {end:.1f} s)")
+    waits = sorted((e["t"], e["after"]) for e in events if "first_case" in e)  # logged since 2026-12-03's eighth session
+    if waits:
+        slow = [t for t, after in waits if after > 5]
+        print(f"from a unit sent to a worker to its first case: median {sorted(a for _, a in waits)[len(waits) // 2]:.2f} s, "
+              f"the longest {max(a for _, a in waits):.1f} s; {len(slow)} of {len(waits)} over 5 s"
+              + (f" (their first cases begun at {min(slow):.0f}-{max(slow):.0f} s)" if slow else ""))
     first, last = min(begun.values(), default=0.0), max(done.values(), default=end)
     print(f"first unit handed out at {first:.1f} s, last done at {last:.1f} s: "
           f"{sum(cases.values()) / max(last - first, 1e-9):,.0f} cases/s between")
