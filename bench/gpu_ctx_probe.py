@@ -4,6 +4,9 @@ A whole-catalog run on an H200 (bench/cuda-sweep.md, run U) saw that probe take 
 late in it, where the attention ops crash case after case. This tells the causes apart, phase by phase: the GPU idle;
 16 processes busy with small kernels and synchronizations (as the workers are); 4 processes faulting the GPU in a
 loop (a fresh process each time, a misaligned address in ``_flash_attention_forward``, as those units do); both.
+Those did not reproduce it (bench/cuda-sweep.md), so two more phases do what the pool does to its workers: processes
+killed with SIGKILL while a kernel runs (a hang set aside), and processes killed with SIGKILL just after their kernel
+faulted the device (a worker that lost its device is killed as it is replaced).
 
     python3 bench/gpu_ctx_probe.py [SECONDS_A_PHASE]
 """
@@ -21,15 +24,26 @@ BUSY = ("import time, torch; x = torch.randn(64, 64, device='cuda'); end = time.
 FAULT = ("import torch; q = torch.randn(1 * 128 * 8 * 64 + 1, dtype=torch.half, device='cuda')[1:].view(1, 128, 8, 64)\n"
          "torch.ops.aten._flash_attention_forward(q, q, q, None, None, 128, 128, 0.0, False, False)\n"
          "torch.cuda.synchronize()")
+SPIN = ("import sys, torch; torch.cuda._sleep(1 << 40); print('ready', flush=True); sys.stdin.read()")  # a kernel that runs on
+FAULTED = ("import sys, torch; q = torch.randn(1 * 128 * 8 * 64 + 1, dtype=torch.half, device='cuda')[1:].view(1, 128, 8, 64)\n"
+           "try:\n    torch.ops.aten._flash_attention_forward(q, q, q, None, None, 128, 128, 0.0, False, False)\n"
+           "    torch.cuda.synchronize()\nexcept Exception:\n    pass\nprint('ready', flush=True); sys.stdin.read()")
+KILLS = ("import signal, subprocess, sys, time; end = time.time() + {s}; n = 0\n"
+         "while time.time() < end:\n"
+         "    p = subprocess.Popen([sys.executable, '-c', {child!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)\n"
+         "    p.stdout.readline(); time.sleep(0.5); p.send_signal(signal.SIGKILL); p.wait(); n += 1\n"
+         "print('killed', n, flush=True)")
 FAULTS = ("import subprocess, sys, time; end = time.time() + {s}; n = 0\n"
           "while time.time() < end:\n"
           "    r = subprocess.run([sys.executable, '-c', {fault!r}], capture_output=True, text=True); n += 1\n"
           "print('faulting processes', n, (r.stderr.strip().splitlines() or ['exit ' + str(r.returncode)])[-1][:120], flush=True)")
 
 
-def phase(name: str, seconds: float, busy: int, faulting: int) -> None:
+def phase(name: str, seconds: float, busy: int, faulting: int, spinning_killed: int = 0, faulted_killed: int = 0) -> None:
     others = [subprocess.Popen([sys.executable, "-c", BUSY.format(s=seconds + 10)]) for _ in range(busy)]
     others += [subprocess.Popen([sys.executable, "-c", FAULTS.format(s=seconds + 10, fault=FAULT)]) for _ in range(faulting)]
+    others += [subprocess.Popen([sys.executable, "-c", KILLS.format(s=seconds + 10, child=SPIN)]) for _ in range(spinning_killed)]
+    others += [subprocess.Popen([sys.executable, "-c", KILLS.format(s=seconds + 10, child=FAULTED)]) for _ in range(faulted_killed)]
     time.sleep(5)  # the others' imports and contexts made
     took, end = [], time.time() + seconds
     while time.time() < end:
@@ -47,3 +61,6 @@ if __name__ == "__main__":
     phase("16 processes busy with small kernels", seconds, 16, 0)
     phase("4 processes faulting the GPU in a loop", seconds, 0, 4)
     phase("both", seconds, 16, 4)
+    phase("4 processes killed in a loop with a kernel running", seconds, 0, 0, spinning_killed=4)
+    phase("4 processes killed in a loop after their kernel faulted", seconds, 0, 0, faulted_killed=4)
+    phase("16 busy, and 4 killed with a kernel running and 4 after a fault", seconds, 16, 0, spinning_killed=4, faulted_killed=4)
