@@ -193,7 +193,7 @@ def test_on_a_shared_gpu_the_replay_of_a_hang_set_aside_begins_in_a_worker_start
     # "hang" is set aside after its share (0.5 s); a worker is started for its replay then. The unit goes on, pauses,
     # then crashes (its replay alone crashes too), taking the spares; as the last unit ("second") is handed out the
     # replay begins in the worker kept for it, warm since before the crash, which ran nothing else. Without it the
-    # replay took a spare started after the crash (a whole-catalog run: the crashing units took every spare)
+    # replay took a spare started after the crash (a whole-catalog run: the crashing units took every spare).
     # Once the replay is described its extra worker is ended: the pool reads it no further (it read the closed pipe,
     # took it for a worker's death and ran the unit again in a worker it no longer held, left running past close).
     log = tmp_path / "log"
