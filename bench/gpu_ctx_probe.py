@@ -8,7 +8,7 @@ Those did not reproduce it (bench/cuda-sweep.md), so two more phases do what the
 killed with SIGKILL while a kernel runs (a hang set aside), and processes killed with SIGKILL just after their kernel
 faulted the device (a worker that lost its device is killed as it is replaced).
 
-    python3 bench/gpu_ctx_probe.py [SECONDS_A_PHASE]
+    python3 bench/gpu_ctx_probe.py [SECONDS_A_PHASE] [PHASE ...]   # phases by number, 1-7; all by default
 """
 
 from __future__ import annotations
@@ -55,12 +55,18 @@ def phase(name: str, seconds: float, busy: int, faulting: int, spinning_killed: 
         process.wait()
 
 
+PHASES = [
+    ("the GPU idle", dict(busy=0, faulting=0)),
+    ("16 processes busy with small kernels", dict(busy=16, faulting=0)),
+    ("4 processes faulting the GPU in a loop", dict(busy=0, faulting=4)),
+    ("both", dict(busy=16, faulting=4)),
+    ("4 processes killed in a loop with a kernel running", dict(busy=0, faulting=0, spinning_killed=4)),
+    ("4 processes killed in a loop after their kernel faulted", dict(busy=0, faulting=0, faulted_killed=4)),
+    ("16 busy, and 4 killed with a kernel running and 4 after a fault", dict(busy=16, faulting=0, spinning_killed=4, faulted_killed=4)),
+]
+
 if __name__ == "__main__":
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 25
-    phase("the GPU idle", seconds, 0, 0)
-    phase("16 processes busy with small kernels", seconds, 16, 0)
-    phase("4 processes faulting the GPU in a loop", seconds, 0, 4)
-    phase("both", seconds, 16, 4)
-    phase("4 processes killed in a loop with a kernel running", seconds, 0, 0, spinning_killed=4)
-    phase("4 processes killed in a loop after their kernel faulted", seconds, 0, 0, faulted_killed=4)
-    phase("16 busy, and 4 killed with a kernel running and 4 after a fault", seconds, 16, 0, spinning_killed=4, faulted_killed=4)
+    for number in [int(arg) for arg in sys.argv[2:]] or range(1, len(PHASES) + 1):
+        name, others = PHASES[number - 1]
+        phase(name, seconds, **others)
