@@ -3,7 +3,8 @@
 The work here is no sweep: a unit is a name and a list of case names; a case named ``pause`` sleeps, ``die`` kills its
 worker (its replay alone too, so the pool reports it), ``slow`` takes 1.2 s, ``hang`` never returns, and ``hang_after`` hangs only in a
 process that has run a case before it (collateral: alone, it passes), ``late`` passes after 0.3 s, ``tainted`` ends its
-worker unless it runs alone, where its outcome is an error, ``gone`` passes and then says the device is lost. Every process writes what it did to a log
+worker unless it runs alone, where its outcome is an error, ``gone`` passes and then says the device is lost,
+``die_slowly`` closes its worker's pipe and dies of SIGABRT 2 s later. Every process writes what it did to a log
 (``O_APPEND``, one line a write), so the test reads which process ran what, and when.
 """
 
@@ -56,6 +57,13 @@ def _work(unit, config, skip, only):
                 os._exit(3)
             yield "outcome", types.SimpleNamespace(status="error", case=case)
             continue
+        if case == "die_slowly":  # its pipe closes, and the process takes a while to end (a GPU context torn down)
+            for fd in os.listdir("/proc/self/fd"):
+                if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:") if os.path.exists(f"/proc/self/fd/{fd}") else False:
+                    os.close(int(fd))
+            time.sleep(2.0)
+            _log(config, "exits")
+            os.kill(os.getpid(), signal.SIGABRT)
         if case == "segv":  # a kernel's crash: the worker's stacks are written (run.faults)
             os.kill(os.getpid(), signal.SIGSEGV)
         if case == "pause":
@@ -229,6 +237,25 @@ def test_a_worker_that_says_its_device_is_lost_is_replaced_without_waiting_for_i
     assert gone != b and gone not in joined  # the unit went on in a fresh worker, the lost one not waited for
     pool.close()
     assert not os.path.exists(f"/proc/{gone}")  # reaped (no zombie left) by close at the latest
+
+
+def test_a_worker_whose_pipe_closed_is_not_waited_for_while_it_exits_and_its_death_is_still_told(tmp_path):
+    # Beside a GPU a worker that dies takes seconds to exit (its device context torn down); the parent waited for that
+    # exit, up to 5 s, with every other worker's next unit waiting on it. Now it serves the others meanwhile, and the
+    # crash is reported, once the worker has exited, with what it died of.
+    log = tmp_path / "log"
+    failed = []
+    pool = Pool(_work, _describe, str(log), workers=2, timeout=30, spares=0)
+    pool.run([("first", ["die_slowly", "a"]), ("second", ["late"]), ("third", ["b"])], Callbacks(
+        skip_for=lambda unit: set(), on_outcome=lambda *a: None, on_collateral=lambda *a: None, on_unit_done=lambda *a: None,
+        on_failed=lambda unit, case_id, kind, how, call: failed.append((case_id, kind, how, call))))
+    lines = _lines(log)
+    first_exit = next(t for t, _, what in lines if what == "exits")
+    third = next(t for t, _, what in lines if what == "unit third")
+    assert third < first_exit  # the next unit went out while the dying worker was still exiting
+    assert [(case, kind, call) for case, kind, _, call in failed] == [("die_slowly", "crash", "the call of die_slowly")]
+    assert "SIGABRT" in failed[0][2]  # what it died of, known once it exited
+    assert [what for _, _, what in lines].count("case a") == 1  # its unit went on after it
 
 
 def _unavailable(config) -> None:

@@ -98,6 +98,9 @@ class DeviceUnavailable(Exception):
 # (run S, bench/cuda-sweep.md); now its units fail, saying so.
 UNAVAILABLE = 4
 
+# How long a worker whose pipe closed has to exit before it is taken for one that stopped answering.
+EXIT_WAIT = 5.0
+
 
 def _worker_main(conn: Connection, work: Callable, describe: Callable, config, threads: int, log: str | None,
                  warm: Callable | None = None, environ: dict | None = None, stacks: str | None = None) -> None:
@@ -163,6 +166,7 @@ class _Slot(Slot):
     process: multiprocessing.Process
     conn: Connection
     pin: dict | None = None  # the environment that pins its worker to a GPU
+    closed: float | None = None  # when its pipe closed, its worker not yet seen to exit (``_drain``)
 
 
 def stacks_directory(log: str | None) -> str:
@@ -206,8 +210,10 @@ class Pool(Dispatcher):
         self.stacks: str | None = None  # the directory the workers' stacks are written to (stacks_directory), made at the first start
 
     def _ready(self, busy: list[_Slot], timeout: float) -> list[_Slot]:
-        ready = wait([slot.conn for slot in busy], timeout=timeout)
-        return [slot for slot in busy if slot.conn in ready]
+        """A slot is ready when its worker sent something, or, once its pipe closed, when the worker exited."""
+        exits = [slot.closed + EXIT_WAIT - time.monotonic() for slot in busy if slot.closed is not None]
+        ready = wait([_awaited(slot) for slot in busy], timeout=max(0.0, min([timeout, *exits])))
+        return [slot for slot in busy if _awaited(slot) in ready]
 
     # --- workers --------------------------------------------------------------------------
 
@@ -234,7 +240,7 @@ class Pool(Dispatcher):
         if slot.process.is_alive():
             self._kill(slot)
         fresh = self._take_spare(slot.pin) or self._start(slot.pin)
-        slot.process, slot.conn, slot.in_flight = fresh.process, fresh.conn, None
+        slot.process, slot.conn, slot.in_flight, slot.closed = fresh.process, fresh.conn, None, None
         while len(self.spare) < self._spares_wanted():  # started now, warm by the next replacement; where the last was needed
             self.spare.append(self._start(slot.pin))
 
@@ -275,7 +281,7 @@ class Pool(Dispatcher):
         """Where the slot's worker died or hangs (run.faults): asked first when it is still alive."""
         if self.stacks is None:
             return ""
-        if slot.process.is_alive():
+        if slot.process.is_alive() and slot.closed is None:  # a worker that hangs answers; one that is exiting cannot
             faults.ask(slot.process.pid, self.stacks)
         return faults.place(slot.process.pid, self.stacks)
 
@@ -309,19 +315,34 @@ class Pool(Dispatcher):
     # --- events -----------------------------------------------------------------------------
 
     def _drain(self, slot: _Slot) -> None:
+        if slot.closed is not None:
+            return self._exited(slot)
         while True:
             try:
                 if not slot.conn.poll():
                     return
                 kind, payload = slot.conn.recv()
             except (EOFError, OSError):
-                slot.process.join(timeout=5)
-                return self._died(slot, _describe_exit(slot.process.exitcode))
+                slot.closed = time.monotonic()
+                return self._exited(slot)
             # "lost": the worker exits by itself; not waited for (it is killed as it is replaced and reaped as it
             # exits): beside a GPU the exit tears down a faulted device context, seconds in which the parent, the one
             # process handing out units and starting replays, waited 5 s a crash (bench/cuda-sweep.md, run R)
             if not self._event(slot, kind, payload):
                 return
+
+    def _exited(self, slot: _Slot) -> None:
+        """A slot whose pipe closed: once its worker has exited (or ``EXIT_WAIT`` has passed), what it died of is known
+        and the slot goes on (``_died``). Until then the parent serves the other slots: the worker's exit, beside a GPU
+        the teardown of a faulted device context, takes seconds, and the parent waited for it with every other worker's
+        next unit waiting on it (5 s at a time, a dozen times in a whole-catalog run on an H200; bench/cuda-sweep.md)."""
+        if slot.process.exitcode is not None or time.monotonic() - slot.closed >= EXIT_WAIT:
+            self._died(slot, _describe_exit(slot.process.exitcode))
+
+    def _check_time(self, slot: _Slot) -> None:
+        if slot.closed is not None:  # its worker is gone: no case of it can run past its time
+            return self._exited(slot)
+        super()._check_time(slot)
 
     def close(self) -> None:
         self.slots, self.spare, self.reserved = self.slots + self.spare + self.reserved, [], []
@@ -347,6 +368,11 @@ class Pool(Dispatcher):
         if self.stacks is not None:
             shutil.rmtree(self.stacks, ignore_errors=True)
             self.stacks = None
+
+
+def _awaited(slot: _Slot):
+    """What the parent waits on for a slot: its worker's pipe, or, once that closed, the worker's exit."""
+    return slot.conn if slot.closed is None else slot.process.sentinel
 
 
 def _describe_exit(code: int | None) -> str:
