@@ -16,6 +16,8 @@ report, its repro scripts), and writes, as it goes (a run killed by a time limit
   N}``, ``{"closed": true}``, ``{"result": true}`` and ``{"outputs": [...]}`` (the pool closed, the run read back, the
   outputs written), and
   ``{"cases": N}`` every 10 s;
+* ``DIR/stalls.txt``: the parent's stacks where it wrote nothing for over 2 s (``{"stalled": OFFSET}`` in the timeline
+  as it goes on);
 * ``DIR/runs.db``: the store (each case's own seconds in ``outcomes.seconds``);
 * ``DIR/summary.json``: wall time (from the sweep's call; ``since_start`` from the process's start, imports
   and resolving the ops included, as the user's clock has it for ``torchsleuth ops``; before 2026-12-03's sixth
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import faulthandler
 import json
 import os
 import resource
@@ -44,11 +47,27 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 class Log:
+    """The timeline; and, where the parent writes nothing for over ``STALL`` seconds, its threads' stacks at that moment
+    (faulthandler's watchdog, which needs no GIL) in ``stalls.txt`` beside it, a ``{"stalled": BYTE}`` record (the
+    dump's offset there) written when the parent goes on."""
+
+    STALL = 2.0
+
     def __init__(self, path: str):
         self.file, self.started = open(path, "a", buffering=1), STARTED
+        self.stalls = open(os.path.join(os.path.dirname(path), "stalls.txt"), "a")
+        self.dumped, self.armed = os.fstat(self.stalls.fileno()).st_size, 0.0
 
     def write(self, **record) -> None:
-        self.file.write(json.dumps({"t": round(time.monotonic() - self.started, 3), **record}) + "\n")
+        now = time.monotonic()
+        size = os.fstat(self.stalls.fileno()).st_size
+        if size != self.dumped:  # the watchdog fired: the parent stood still from about STALL seconds before it
+            self.file.write(json.dumps({"t": round(now - self.started, 3), "stalled": self.dumped}) + "\n")
+            self.dumped, self.armed = size, 0.0
+        if now - self.armed > 0.5:  # re-armed at most twice a second: a stall is seen after STALL to STALL + 0.5 s
+            faulthandler.dump_traceback_later(self.STALL, file=self.stalls)
+            self.armed = now
+        self.file.write(json.dumps({"t": round(now - self.started, 3), **record}) + "\n")
 
 
 def record(args) -> int:
