@@ -1,0 +1,91 @@
+"""Whether a CUDA fault in one process stalls every other process on the GPU, and whether the fault or the faulted
+process's exit does it.
+
+Whole-catalog runs on an H200 (bench/cuda-sweep.md, runs V-X) saw every worker fall silent at once for about 5 s,
+a dozen times a run, each time just after workers lost their device to a device-side assert (`embedding`,
+`nll_loss` on invalid indices) and for 2-3 s after misaligned addresses (the attention kernels). This runs 16
+processes busy with small kernels (each records when each of its synchronizing steps ended) and, one after another,
+processes that fault the GPU and then either stay alive for a while before they exit, exit at once, or are killed
+with SIGKILL at once (as the pool does to a worker that lost its device). It prints when each fault and each exit
+happened and every pause of the busy processes longer than 0.3 s, on one clock (``time.time()``).
+
+    python3 bench/gpu_stall_probe.py > stalls.txt
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+BUSY = """
+import json, sys, time, torch
+x = torch.randn(64, 64, device='cuda'); end = time.time() + float(sys.argv[1]); last = time.time(); pauses = []
+while time.time() < end:
+    (x @ x).sum().item()
+    now = time.time()
+    if now - last > 0.3:
+        pauses.append((round(last, 2), round(now - last, 2)))
+    last = now
+print(json.dumps(pauses), flush=True)
+"""
+
+ASSERT = """
+import sys, time, torch
+w = torch.randn(2, 3, device='cuda'); torch.cuda.synchronize(); print('ready', flush=True); sys.stdin.readline()
+print('fault', round(time.time(), 2), flush=True)
+try:
+    torch.nn.functional.embedding(torch.tensor([5], device='cuda'), w); torch.cuda.synchronize()
+    print('returned', round(time.time(), 2), flush=True)
+except Exception as e:
+    print('raised', round(time.time(), 2), type(e).__name__, flush=True)
+sys.stdin.readline()
+"""
+
+MISALIGNED = """
+import sys, time, torch
+q = torch.randn(1 * 128 * 8 * 64 + 1, dtype=torch.half, device='cuda')[1:].view(1, 128, 8, 64); torch.cuda.synchronize()
+print('ready', flush=True); sys.stdin.readline()
+print('fault', round(time.time(), 2), flush=True)
+try:
+    torch.ops.aten._flash_attention_forward(q, q, q, None, None, 128, 128, 0.0, False, False); torch.cuda.synchronize()
+    print('returned', round(time.time(), 2), flush=True)
+except Exception as e:
+    print('raised', round(time.time(), 2), type(e).__name__, flush=True)
+sys.stdin.readline()
+"""
+
+
+def fault(name: str, code: str, hold: float, end: str) -> None:
+    """One process faults the GPU, is held ``hold`` seconds, then ends: ``exit`` (stdin closed, it returns), ``kill``."""
+    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    process.stdout.readline()  # ready: its context made
+    process.stdin.write("go\n")
+    process.stdin.flush()
+    said = [process.stdout.readline().strip(), process.stdout.readline().strip()]
+    time.sleep(hold)
+    ended = time.time()
+    if end == "kill":
+        process.send_signal(signal.SIGKILL)
+    else:
+        process.stdin.close()
+    process.wait()
+    print(json.dumps({"case": name, "said": said, "ended": round(ended, 2), "end": end, "exited": round(time.time(), 2),
+                      "exit_took": round(time.time() - ended, 2)}), flush=True)
+    time.sleep(8)  # the busy processes' pauses after it, before the next
+
+
+if __name__ == "__main__":
+    phases = [("assert, held 6 s, then exits", ASSERT, 6, "exit"), ("assert, killed at once", ASSERT, 0, "kill"),
+              ("assert, exits at once", ASSERT, 0, "exit"), ("misaligned, held 6 s, then exits", MISALIGNED, 6, "exit"),
+              ("misaligned, killed at once", MISALIGNED, 0, "kill")]
+    seconds = 15 + sum(10 + hold for _, _, hold, _ in phases) + 10
+    busy = [subprocess.Popen([sys.executable, "-c", BUSY, str(seconds)], stdout=subprocess.PIPE, text=True) for _ in range(16)]
+    time.sleep(15)  # their imports and contexts
+    print(json.dumps({"start": round(time.time(), 2)}), flush=True)
+    for phase in phases:
+        fault(*phase)
+    for index, process in enumerate(busy):
+        print(json.dumps({"busy": index, "pauses": json.loads(process.communicate()[0] or "[]")}), flush=True)
