@@ -4,7 +4,8 @@ The work here is no sweep: a unit is a name and a list of case names; a case nam
 worker (its replay alone too, so the pool reports it), ``slow`` takes 1.2 s, ``hang`` never returns, and ``hang_after`` hangs only in a
 process that has run a case before it (collateral: alone, it passes), ``late`` passes after 0.3 s, ``tainted`` ends its
 worker unless it runs alone, where its outcome is an error, ``gone`` passes and then says the device is lost,
-``die_slowly`` closes its worker's pipe and dies of SIGABRT 2 s later. Every process writes what it did to a log
+``die_slowly`` closes its worker's pipe and dies of SIGABRT 2 s later; ``hang_told`` and ``die_told`` are ``hang``
+and ``die`` whose replay alone sends its description before it runs. Every process writes what it did to a log
 (``O_APPEND``, one line a write), so the test reads which process ran what, and when.
 """
 
@@ -22,7 +23,8 @@ import pytest
 import torchsleuth.sweep  # noqa: F401  (sys.modules["torchsleuth.sweep"]: the attribute is the function)
 from torchsleuth import devices
 from torchsleuth.errors import UsageError
-from torchsleuth.run.dispatch import Callbacks, Leaving, in_part
+from torchsleuth.run.dispatch import Callbacks
+from torchsleuth.run.parts import Leaving, in_part
 from torchsleuth.run.shares import after_hang_share, first_share, searched_share
 from torchsleuth.run.pool import DeviceLost, DeviceUnavailable, Pool
 
@@ -46,6 +48,10 @@ def _work(unit, config, skip, only):
             continue
         yield "begin", case
         _log(config, f"case {case}")
+        if case.endswith("_told"):  # hang or die; a replay alone sends its description first (as engine._judged does)
+            if case == only:
+                yield "call", f"told by {os.getpid()}"
+            case = case[: -len("_told")]
         if case == "hang" or (case == "hang_after" and ran):
             time.sleep(600)
         ran += 1
@@ -80,6 +86,7 @@ def _work(unit, config, skip, only):
 
 
 def _describe(unit, config, case_id):
+    _log(config, f"describe {case_id}")
     return f"the call of {case_id}"
 
 
@@ -256,6 +263,33 @@ def test_a_worker_whose_pipe_closed_is_not_waited_for_while_it_exits_and_its_dea
     assert [(case, kind, call) for case, kind, _, call in failed] == [("die_slowly", "crash", "the call of die_slowly")]
     assert "SIGABRT" in failed[0][2]  # what it died of, known once it exited
     assert [what for _, _, what in lines].count("case a") == 1  # its unit went on after it
+
+
+@pytest.mark.parametrize("first", [0.25, 1.0])
+def test_a_replay_that_sent_its_description_is_reported_with_it_and_no_worker_is_asked_to_describe_it(tmp_path, first):
+    # The replay's worker describes its case before running it; when it hangs (set aside, replayed at the end: on a
+    # shared GPU in an extra slot, which ends there without a fresh worker) or dies, that description is reported and
+    # no other worker is asked for one (at the end of a GPU run that wait was 2-7 s, a fresh context each).
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=0, first=first)
+    seen = _run(pool, [("first", ["a", "hang_told", "die_told", "b"]), ("second", ["c"])], close=False)
+    lines = _lines(log)
+    replays = {case: pid for _, pid, what in lines for case in ("hang", "die") if what == f"case {case}_told"}  # the last
+    assert sorted(seen["failed"]) == sorted([("die_told", "crash", f"told by {replays['die']}"), ("hang_told", "hang", f"told by {replays['hang']}")])
+    assert not [what for _, _, what in lines if what.startswith("describe")]
+    assert sorted(seen["outcomes"]) == ["a", "b", "c"] and sorted(seen["done"]) == [("first", "done"), ("second", "done")]
+    if first < 1.0:  # the extra slot's worker was ended with its replay, and no worker was started after it
+        hang_replay = max(t for t, _, what in lines if what == "case hang_told")
+        assert len(pool.slots) == 1 and not [t for t, _, what in lines if what == "unit first" and t > hang_replay]
+    pool.close()
+
+
+def test_a_replay_that_dies_before_sending_its_description_is_described_by_another_worker(tmp_path):
+    log = tmp_path / "log"
+    pool = Pool(_work, _describe, str(log), workers=1, timeout=30, spares=0)
+    seen = _run(pool, [("first", ["a", "die", "b"])])
+    assert seen["failed"] == [("die", "crash", "the call of die")]
+    assert [what for _, _, what in _lines(log) if what.startswith("describe")] == ["describe die"]
 
 
 def _unavailable(config) -> None:

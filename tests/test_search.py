@@ -150,11 +150,29 @@ def test_a_replay_alone_runs_the_searched_case_it_names_whatever_the_budget_chos
         assert [o.case.id for kind, o in events if kind == "outcome"] == [case_id]
 
 
+def test_a_case_replayed_alone_sends_the_call_describe_gives_before_it_runs():
+    # A replay alone tells the pool its call first (engine._judged), so that a replay that dies or hangs is reported
+    # with it and no other worker is started to describe it (run.dispatch); it must be the call ``describe`` makes.
+    from torchsleuth.engine import describe, run_unit
+
+    config = dataclasses.replace(depth(cumsum_config(samples=2, variants=("functional", "out", "backward"), layouts=("contiguous", "transposed")),
+                                       deep=False), budget=2)
+    unit = Case(op="cumsum", variant="functional", dtype="float32", device="cpu", sample=0).unit
+    begun = [Case.parse(c) for kind, c in run_unit(unit, config) if kind == "begin"]
+    chosen = [c.id for c in begun if c.edits][:1] + list({(c.variant, c.layouts != ()): c.id for c in begun if not c.edits and not c.oracle}.values())
+    assert len(chosen) >= 4 and {Case.parse(c).variant for c in chosen} == {"functional", "out", "backward"}, chosen
+    for case_id in chosen:
+        events = list(run_unit(unit, config, only=case_id))
+        assert [kind for kind, _ in events] == ["begin", "call", "outcome", *(["note"] if events[-1][0] == "note" else [])][: len(events)]
+        assert events[1][1] == describe(unit, config, case_id) and events[1][1].function, case_id
+    assert "call" not in {kind for kind, _ in run_unit(unit, config)}  # a unit run whole sends none
+
+
 def test_the_parts_of_a_split_unit_run_every_case_of_the_unit_once_between_them():
     # The pool splits a straggler's rest among idle workers (run.dispatch): each worker runs the unit leaving out the
     # other parts' cases. Every case the whole unit runs, searched and sampled ones included, runs in exactly one part.
     from torchsleuth.engine import run_unit
-    from torchsleuth.run.dispatch import Leaving
+    from torchsleuth.run.parts import Leaving
 
     config = dataclasses.replace(depth(cumsum_config(samples=3), deep=False), budget=4)
     unit = Case(op="cumsum", variant="functional", dtype="float32", device="cpu", sample=0).unit

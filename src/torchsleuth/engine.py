@@ -137,8 +137,14 @@ def _run_sample(unit, config, entry, functions, variants, sample, index, overrid
 
 
 def _judged(case: Case, run, config: SweepConfig, only: str | None) -> Iterator[Event]:
-    """``begin``, then the outcome of ``run()`` for ``case``, as the pool expects them."""
+    """``begin``, then the outcome of ``run()`` for ``case``, as the pool expects them; for a case replayed alone, its
+    ``call`` between them, so that a replay that dies or hangs is reported without another worker to describe it."""
     yield "begin", case.id
+    if case.id == only:
+        try:
+            yield "call", describe(None, config, case.id)
+        except Exception:  # the pool asks another worker, as it does where this one dies first
+            pass
     try:
         outcome = run()
     except Exception as e:  # a bug in torchsleuth, not in the op: shown apart
@@ -195,8 +201,8 @@ def device_works(device: str) -> bool:
         return False
 
 
-def describe(unit: Unit, config: SweepConfig, case_id: str):
-    """The call a case makes, as a CallSpec, without making it (for cases that killed a worker)."""
+def describe(unit: Unit | None, config: SweepConfig, case_id: str):
+    """The call a case makes, as a CallSpec, without making it (for cases that killed a worker; ``unit`` unused)."""
     case = Case.parse(case_id)
     entry = opinfo.get(case.op)
     functions = opinfo.functions(entry)

@@ -6,8 +6,9 @@ events travel and how a worker is ended or replaced. What the events mean is
 here, once: ``begin`` marks a case in flight (and starts its clock),
 ``outcome`` ends it, a worker that dies or hangs with a case in flight has that
 case replayed alone in a fresh worker, and only a replay that dies or hangs too
-is reported (``on_failed``, with the case's description from yet another
-worker); a replay that passes is ``on_collateral``. The unit then resumes after
+is reported (``on_failed``, with the case's description: the ``call`` the
+replay's worker sent before running it, else asked of yet another worker,
+which the end of a GPU run waited for, 2-7 s); a replay that passes is ``on_collateral``. The unit then resumes after
 that case, skipping every case already reported. A worker that dies outside any
 case has its unit retried ``SETUP_RETRIES`` times, then the unit fails.
 
@@ -67,31 +68,13 @@ in the slot), ``_kill`` (end a worker that hangs) and ``close``.
 from __future__ import annotations
 
 import time
-import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
+
 
 # A worker that dies this many times on one unit outside any case is given
 # up on: the unit fails, the sweep goes on.
 SETUP_RETRIES = 1
-
-def in_part(case_id: str, part: tuple[int, int] | None) -> bool:
-    """Whether a case belongs to ``part`` (index, count) of its unit's split (every case does when there is none)."""
-    return part is None or zlib.crc32(case_id.encode()) % part[1] == part[0]
-
-
-class Leaving(frozenset):
-    """The cases a worker leaves out of its unit: those in ``skip`` and, for a part of a split unit, the other parts'
-    (``case_id in leaving`` is all the engine asks)."""
-
-    def __new__(cls, skip, part: tuple[int, int] | None):
-        made = super().__new__(cls, skip)
-        made.part = part
-        return made
-
-    def __contains__(self, case_id) -> bool:
-        return frozenset.__contains__(self, case_id) or not in_part(case_id, self.part)
-
 
 @dataclass
 class Callbacks:
@@ -118,6 +101,7 @@ class Slot:
     replayed: str = "pass"  # the status of the replay's outcome, where it sent one
     set_aside: bool = False  # the replay is of a hang set aside: once settled, the slot takes the next unit
     describing: tuple | None = None  # (case_id, kind, how) waiting for its description
+    call: object = None  # the description of the case replayed, sent by its worker before running it
     part: tuple[int, int] | None = None  # (index, count): this slot runs one part of its split unit
     extra: bool = False  # beyond the workers, for a hang's replay: ended once it is settled
 
@@ -221,7 +205,7 @@ class Dispatcher:
         return max(0.05, min(left)) if left else 1.0
 
     def _next_unit(self, slot: Slot) -> None:
-        slot.unit, slot.in_flight, slot.replaying, slot.describing, slot.set_aside, slot.part = None, None, None, None, False, None
+        slot.unit, slot.in_flight, slot.replaying, slot.describing, slot.set_aside, slot.part, slot.call = None, None, None, None, False, None, None
         if not self.queue and self.later and not slot.extra:  # no unit left: replay a hang set aside, alone in a fresh worker
             self._replay(slot)
         elif not self.queue and slot.extra:  # its replay settled
@@ -236,7 +220,7 @@ class Dispatcher:
 
     def _replay(self, slot: Slot, fresh: bool = False) -> None:
         slot.unit, case_id, _ = self.later.pop(0)
-        slot.skip, slot.replaying, slot.set_aside = set(), case_id, True
+        slot.skip, slot.replaying, slot.set_aside, slot.call = set(), case_id, True, None
         if not fresh:
             self._replace(slot)
         self._send_run(slot, only=case_id)
@@ -283,6 +267,8 @@ class Dispatcher:
             slot.skip.add(slot.in_flight)
             slot.in_flight = None
             self.cb.on_outcome(slot.unit, payload)
+        elif kind == "call" and slot.replaying is not None and slot.replaying == slot.in_flight:
+            slot.call = payload
         elif kind == "note":
             if slot.part is None or slot.part[0] == 0:
                 self.cb.on_note(slot.unit, payload)
@@ -357,9 +343,15 @@ class Dispatcher:
             self._send_run(slot)
 
     def _case_failed(self, slot: Slot, kind: str, how: str) -> None:
-        """A case killed its worker: replay it alone; if this was the replay, describe and report it."""
+        """A case killed its worker: replay it alone; if this was the replay, describe and report it (its worker sent
+        the description before it ran the case, where it could: then no worker is asked, and none is started for an
+        extra slot, which ends here)."""
         case_id = slot.in_flight
-        self._replace(slot)
+        described = slot.replaying == case_id and slot.call is not None
+        if described and slot.extra:
+            self._kill(slot)
+        else:
+            self._replace(slot)
         if kind == "hang" and slot.replaying != case_id:  # set aside: replayed when no unit is left
             self.later.append((slot.unit, case_id, how))
             self._ahead()
@@ -378,9 +370,12 @@ class Dispatcher:
             slot.replaying = None
             slot.skip.add(case_id)
             slot.describing, slot.since = (case_id, kind, how), time.monotonic()
-            self._send_describe(slot, case_id)
+            if described:
+                self._described(slot, slot.call)
+            else:
+                self._send_describe(slot, case_id)
         else:
-            slot.replaying = case_id
+            slot.replaying, slot.call = case_id, None
             self._send_run(slot, only=case_id)
 
     def _resume(self, slot: Slot) -> None:

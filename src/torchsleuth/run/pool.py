@@ -7,6 +7,7 @@ worker processes (forked from a clean fork server, or spawned: never forked
 from a process with thread pools or a device context; see below). A
 worker takes one unit at a time and streams events back over a pipe:
 ``("begin", case_id)`` before each case, ``("outcome", outcome)`` after it,
+``("call", description)`` between them for a case replayed alone,
 ``("note", "KIND DETAIL")`` for what a unit says that is no outcome (the search's
 budget), ``("done", None)`` at the end, ``("failed", why)`` if the unit cannot be set
 up, and ``("lost", why)`` when the device it runs on no longer works (the
@@ -19,8 +20,8 @@ worker first: a kernel that corrupts memory can kill the process several
 cases later, and the case that happens to be running then is not to blame.
 Only if the replay dies (or hangs) too is the case reported, through
 ``on_failed(unit, case_id, kind, how, call)``, where ``call`` is the case's
-description from ``describe`` run in another fresh worker (the dying worker
-could not send it); if the replay passes, ``on_collateral`` says so. The
+description, which the replay's worker sends before it runs the case (or,
+where it could not, ``describe`` run in another fresh worker); if the replay passes, ``on_collateral`` says so. The
 worker then resumes the unit after that case, skipping every case already
 reported, so one bad kernel costs one case and the sweep goes on.
 
@@ -80,7 +81,8 @@ from typing import Callable
 
 from .. import devices
 from . import faults
-from .dispatch import Dispatcher, Leaving, Slot
+from .dispatch import Dispatcher, Slot
+from .parts import Leaving
 from .starts import temporary_environ, default_start, hash_seed, server_holds_catalog, start_context
 
 

@@ -44,7 +44,8 @@ from typing import Callable
 
 from .. import devices
 from ..errors import UsageError
-from .dispatch import Dispatcher, Leaving, Slot
+from .dispatch import Dispatcher, Slot
+from .parts import Leaving
 from .pool import unit_events
 from .starts import hash_seed
 
