@@ -9,7 +9,7 @@ processes that fault the GPU and then either stay alive for a while before they 
 with SIGKILL at once (as the pool does to a worker that lost its device). It prints when each fault and each exit
 happened and every pause of the busy processes longer than 0.3 s, on one clock (``time.time()``).
 
-    python3 bench/gpu_stall_probe.py > stalls.txt
+    python3 bench/gpu_stall_probe.py [allocations] > stalls.txt
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ import time
 BUSY = """
 import json, sys, time, torch
 x = torch.randn(64, 64, device='cuda'); end = time.time() + float(sys.argv[1]); last = time.time(); pauses = []
+allocating = sys.argv[2] == 'allocations'
 while time.time() < end:
+    if allocating:  # as a worker's cases do, without the caches: a fresh pinned buffer and device block each step
+        h = torch.empty(1 << 20, pin_memory=True); d = h.to('cuda', non_blocking=True); del h, d
+        torch._C._host_emptyCache(); torch.cuda.empty_cache()
     (x @ x).sum().item()
     now = time.time()
     if now - last > 0.3:
@@ -34,7 +38,8 @@ print(json.dumps(pauses), flush=True)
 
 ASSERT = """
 import sys, time, torch
-w = torch.randn(2, 3, device='cuda'); torch.cuda.synchronize(); print('ready', flush=True); sys.stdin.readline()
+w = torch.randn(2, 3, device='cuda'); FAT
+torch.cuda.synchronize(); print('ready', flush=True); sys.stdin.readline()
 print('fault', round(time.time(), 2), flush=True)
 try:
     torch.nn.functional.embedding(torch.tensor([5], device='cuda'), w); torch.cuda.synchronize()
@@ -46,7 +51,8 @@ sys.stdin.readline()
 
 MISALIGNED = """
 import sys, time, torch
-q = torch.randn(1 * 128 * 8 * 64 + 1, dtype=torch.half, device='cuda')[1:].view(1, 128, 8, 64); torch.cuda.synchronize()
+q = torch.randn(1 * 128 * 8 * 64 + 1, dtype=torch.half, device='cuda')[1:].view(1, 128, 8, 64); FAT
+torch.cuda.synchronize()
 print('ready', flush=True); sys.stdin.readline()
 print('fault', round(time.time(), 2), flush=True)
 try:
@@ -58,8 +64,17 @@ sys.stdin.readline()
 """
 
 
-def fault(name: str, code: str, hold: float, end: str) -> None:
-    """One process faults the GPU, is held ``hold`` seconds, then ends: ``exit`` (stdin closed, it returns), ``kill``."""
+# What a worker holds after minutes of cases: pinned host blocks its copies went through (torch caches them) and
+# cached device memory; left out (``LEAN``), a process holds its context and a few small tensors.
+FAT = ("held = [torch.empty(16 << 20, dtype=torch.uint8, pin_memory=True) for _ in range(256)]; "
+       "dev = [torch.empty(64 << 20, dtype=torch.uint8, device='cuda') for _ in range(256)]")
+LEAN = "held = dev = None"
+
+
+def fault(name: str, code: str, hold: float, end: str, fat: bool = False) -> None:
+    """One process faults the GPU, is held ``hold`` seconds, then ends: ``exit`` (stdin closed, it returns), ``kill``.
+    ``fat``: it holds 4 GiB of pinned host memory and 16 GiB of device memory first."""
+    code = code.replace("FAT", FAT if fat else LEAN)
     process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     process.stdout.readline()  # ready: its context made
     process.stdin.write("go\n")
@@ -72,17 +87,33 @@ def fault(name: str, code: str, hold: float, end: str) -> None:
     else:
         process.stdin.close()
     process.wait()
-    print(json.dumps({"case": name, "said": said, "ended": round(ended, 2), "end": end, "exited": round(time.time(), 2),
+    print(json.dumps({"case": name + (", holding 4 GiB pinned and 16 GiB on the device" if fat else ""), "said": said,
+                      "ended": round(ended, 2), "end": end, "exited": round(time.time(), 2),
                       "exit_took": round(time.time() - ended, 2)}), flush=True)
     time.sleep(8)  # the busy processes' pauses after it, before the next
 
 
+NO_FAULT = """
+import sys, time, torch
+w = torch.randn(2, 3, device='cuda'); FAT
+torch.cuda.synchronize(); print('ready', flush=True); sys.stdin.readline()
+print('no fault', round(time.time(), 2), flush=True); print('-', flush=True)
+sys.stdin.readline()
+"""
+
 if __name__ == "__main__":
+    # `gpu_stall_probe.py` (run 2026-12-03, ninth session): lean processes faulting beside 16 busy with small kernels;
+    # `gpu_stall_probe.py allocations`: fat ones too, faulting or not, beside 16 that allocate and free as they go
+    busy_kind = sys.argv[1] if len(sys.argv) > 1 else "kernels"
     phases = [("assert, held 6 s, then exits", ASSERT, 6, "exit"), ("assert, killed at once", ASSERT, 0, "kill"),
               ("assert, exits at once", ASSERT, 0, "exit"), ("misaligned, held 6 s, then exits", MISALIGNED, 6, "exit"),
               ("misaligned, killed at once", MISALIGNED, 0, "kill")]
-    seconds = 15 + sum(10 + hold for _, _, hold, _ in phases) + 10
-    busy = [subprocess.Popen([sys.executable, "-c", BUSY, str(seconds)], stdout=subprocess.PIPE, text=True) for _ in range(16)]
+    if busy_kind == "allocations":
+        phases = [("assert, killed at once", ASSERT, 0, "kill"), ("assert, killed at once", ASSERT, 0, "kill", True),
+                  ("assert, exits at once", ASSERT, 0, "exit", True), ("no fault, exits", NO_FAULT, 0, "exit", True),
+                  ("no fault, killed", NO_FAULT, 0, "kill", True), ("misaligned, killed at once", MISALIGNED, 0, "kill", True)]
+    seconds = 15 + sum(10 + phase[2] for phase in phases) + 10
+    busy = [subprocess.Popen([sys.executable, "-c", BUSY, str(seconds), busy_kind], stdout=subprocess.PIPE, text=True) for _ in range(16)]
     time.sleep(15)  # their imports and contexts
     print(json.dumps({"start": round(time.time(), 2)}), flush=True)
     for phase in phases:
