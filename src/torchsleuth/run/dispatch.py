@@ -8,9 +8,10 @@ here, once: ``begin`` marks a case in flight (and starts its clock),
 case replayed alone in a fresh worker, and only a replay that dies or hangs too
 is reported (``on_failed``, with the case's description: the ``call`` the
 replay's worker sent before running it, else asked of yet another worker,
-which the end of a GPU run waited for, 2-7 s); a replay that passes is ``on_collateral``. The unit then resumes after
-that case, skipping every case already reported. A worker that dies outside any
-case has its unit retried ``SETUP_RETRIES`` times, then the unit fails.
+which the end of a GPU run waited for, 2-7 s); a replay that passes is
+``on_collateral``. The unit then resumes after that case, skipping every case
+already reported. A worker that dies outside any case has its unit retried
+``SETUP_RETRIES`` times, then the unit fails.
 
 A hang's replay waits for the end. The case that hung has cost its timeout;
 replayed at once, it costs another before its unit can go on, and on a GPU a
@@ -70,7 +71,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
-
 
 # A worker that dies this many times on one unit outside any case is given
 # up on: the unit fails, the sweep goes on.
