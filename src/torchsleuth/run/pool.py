@@ -22,8 +22,9 @@ Only if the replay dies (or hangs) too is the case reported, through
 ``on_failed(unit, case_id, kind, how, call)``, where ``call`` is the case's
 description, which the replay's worker sends before it runs the case (or,
 where it could not, ``describe`` run in another fresh worker); if the replay
-passes, ``on_collateral`` says so. The worker then resumes the unit after that case, skipping every case already
-reported, so one bad kernel costs one case and the sweep goes on.
+passes, ``on_collateral`` says so. The worker then resumes the unit after
+that case, skipping every case already reported, so one bad kernel costs one
+case and the sweep goes on.
 
 A worker's start costs seconds (3 s on a CPU, 10-15 s beside a GPU: importing
 torch, loading OpInfo's catalog, making the device's context; bench/sweep-profile.md),
