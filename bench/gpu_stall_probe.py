@@ -9,6 +9,11 @@ processes that fault the GPU and then either stay alive for a while before they 
 with SIGKILL at once (as the pool does to a worker that lost its device). It prints when each fault and each exit
 happened and every pause of the busy processes longer than 0.3 s, on one clock (``time.time()``).
 
+Run on an H200 (bench/cuda-sweep.md, runs V-X): no busy process paused. ``allocations`` is what that left open: busy
+processes that allocate pinned and device memory as they go (as the workers' cases do), beside faulting processes that
+hold 4 GiB pinned and 16 GiB on the device (as a worker does after minutes of cases), one or four at once, and such
+processes that end without a fault.
+
     python3 bench/gpu_stall_probe.py [allocations] > stalls.txt
 """
 
@@ -71,24 +76,29 @@ FAT = ("held = [torch.empty(16 << 20, dtype=torch.uint8, pin_memory=True) for _ 
 LEAN = "held = dev = None"
 
 
-def fault(name: str, code: str, hold: float, end: str, fat: bool = False) -> None:
-    """One process faults the GPU, is held ``hold`` seconds, then ends: ``exit`` (stdin closed, it returns), ``kill``.
-    ``fat``: it holds 4 GiB of pinned host memory and 16 GiB of device memory first."""
+def fault(name: str, code: str, hold: float, end: str, fat: bool = False, count: int = 1) -> None:
+    """``count`` processes fault the GPU at once, are held ``hold`` seconds, then end: ``exit`` (stdin closed, each
+    returns) or ``kill``. ``fat``: each holds 4 GiB of pinned host memory and 16 GiB of device memory first."""
     code = code.replace("FAT", FAT if fat else LEAN)
-    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    process.stdout.readline()  # ready: its context made
-    process.stdin.write("go\n")
-    process.stdin.flush()
-    said = [process.stdout.readline().strip(), process.stdout.readline().strip()]
+    processes = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                 for _ in range(count)]
+    for process in processes:
+        process.stdout.readline()  # ready: its context made
+    for process in processes:
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    said = [[process.stdout.readline().strip(), process.stdout.readline().strip()] for process in processes]
     time.sleep(hold)
     ended = time.time()
-    if end == "kill":
-        process.send_signal(signal.SIGKILL)
-    else:
-        process.stdin.close()
-    process.wait()
-    print(json.dumps({"case": name + (", holding 4 GiB pinned and 16 GiB on the device" if fat else ""), "said": said,
-                      "ended": round(ended, 2), "end": end, "exited": round(time.time(), 2),
+    for process in processes:
+        if end == "kill":
+            process.send_signal(signal.SIGKILL)
+        else:
+            process.stdin.close()
+    for process in processes:
+        process.wait()
+    name += (", holding 4 GiB pinned and 16 GiB on the device" if fat else "") + (f", {count} at once" if count > 1 else "")
+    print(json.dumps({"case": name, "said": said, "ended": round(ended, 2), "end": end, "exited": round(time.time(), 2),
                       "exit_took": round(time.time() - ended, 2)}), flush=True)
     time.sleep(8)  # the busy processes' pauses after it, before the next
 
@@ -111,7 +121,8 @@ if __name__ == "__main__":
     if busy_kind == "allocations":
         phases = [("assert, killed at once", ASSERT, 0, "kill"), ("assert, killed at once", ASSERT, 0, "kill", True),
                   ("assert, exits at once", ASSERT, 0, "exit", True), ("no fault, exits", NO_FAULT, 0, "exit", True),
-                  ("no fault, killed", NO_FAULT, 0, "kill", True), ("misaligned, killed at once", MISALIGNED, 0, "kill", True)]
+                  ("no fault, killed", NO_FAULT, 0, "kill", True), ("misaligned, killed at once", MISALIGNED, 0, "kill", True),
+                  ("assert, killed at once", ASSERT, 0, "kill", False, 4), ("assert, killed at once", ASSERT, 0, "kill", True, 4)]
     seconds = 15 + sum(10 + phase[2] for phase in phases) + 10
     busy = [subprocess.Popen([sys.executable, "-c", BUSY, str(seconds), busy_kind], stdout=subprocess.PIPE, text=True) for _ in range(16)]
     time.sleep(15)  # their imports and contexts
