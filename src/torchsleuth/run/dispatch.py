@@ -275,22 +275,32 @@ class Dispatcher:
         elif kind == "described":  # read no further: the slot's worker may be ended (an extra slot's) or replaced
             self._described(slot, payload)
             return False
-        elif kind == "lost":  # the worker is gone; a fresh one goes on with the unit
-            self._replace(slot)
-            self._resume(slot)
+        elif kind == "lost":  # the worker is gone, after its case's outcome; a fresh one goes on with the unit
+            if slot.replaying is not None and slot.extra:
+                self._kill(slot)  # its replay ran to its end: the slot ends with it
+            else:
+                self._replace(slot)
+            if slot.replaying is None:
+                self._resume(slot)
+            else:  # a replay that lost the device ran to its end (resumed, a hang's replay ran its whole unit again)
+                self._replayed(slot)
             return False
         elif kind == "done" and slot.replaying is not None:
-            alone = ("it passed when run alone in a fresh worker" if slot.replayed == "pass"
-                     else f"not when it ran alone in a fresh worker (its outcome there: {slot.replayed})")
-            self.cb.on_collateral(slot.unit, slot.replaying, alone)
-            slot.skip.add(slot.replaying)
-            slot.replaying = None
-            self._go_on(slot)
+            self._replayed(slot)
             return False
         elif kind in ("done", "failed"):
             self._ended(slot, kind, payload or "")
             return False
         return True
+
+    def _replayed(self, slot: Slot) -> None:
+        """The replay alone ran to its end: the case was collateral (its outcome kept); the slot goes on."""
+        alone = ("it passed when run alone in a fresh worker" if slot.replayed == "pass"
+                 else f"not when it ran alone in a fresh worker (its outcome there: {slot.replayed})")
+        self.cb.on_collateral(slot.unit, slot.replaying, alone)
+        slot.skip.add(slot.replaying)
+        slot.replaying = None
+        self._go_on(slot)
 
     def _ended(self, slot: Slot, state: str, detail: str) -> None:
         """The slot's worker is through with its unit ("done", or "failed" and why); the slot takes the next."""
@@ -343,9 +353,8 @@ class Dispatcher:
             self._send_run(slot)
 
     def _case_failed(self, slot: Slot, kind: str, how: str) -> None:
-        """A case killed its worker: replay it alone; if this was the replay, describe and report it (its worker sent
-        the description before it ran the case, where it could: then no worker is asked, and none is started for an
-        extra slot, which ends here)."""
+        """A case killed its worker: replay it alone; if this was the replay, report it with its description (from
+        the replay's worker where it sent one first: then an extra slot ends here, no fresh worker started)."""
         case_id = slot.in_flight
         described = slot.replaying == case_id and slot.call is not None
         if described and slot.extra:
