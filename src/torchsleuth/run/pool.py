@@ -337,8 +337,8 @@ class Pool(Dispatcher):
     def _exited(self, slot: _Slot) -> None:
         """A slot whose pipe closed: once its worker has exited (or ``EXIT_WAIT`` has passed), what it died of is known
         and the slot goes on (``_died``). Until then the parent serves the other slots: the worker's exit, beside a GPU
-        the teardown of a faulted device context, takes seconds, and the parent waited for it with every other worker's
-        next unit waiting on it (5 s at a time, a dozen times in a whole-catalog run on an H200; bench/cuda-sweep.md)."""
+        the teardown of its device context, can take seconds, and the parent waited for it, up to 5 s, with every other
+        worker's next unit waiting on it."""
         if slot.process.exitcode is not None or time.monotonic() - slot.closed >= EXIT_WAIT:
             self._died(slot, _describe_exit(slot.process.exitcode))
 
