@@ -24,9 +24,8 @@ with its units (a hang holds a core); on a shared accelerator (``first``
 below one) each starts as the last unit is handed out, in a slot of its own
 beyond the workers (``extra``, gone once its replay is settled), for that
 tail is the run's end, in a worker the pool started as the hang was set
-aside (``_ahead``), warm by then. Their units are told done (``on_unit_done``) only
-when their last set-aside case is settled, so a run killed before that
-resumes them and nothing is lost. A crash's replay is cheap and stays where
+aside (``_ahead``), warm by then. Their units are told done only when their
+last set-aside case is settled: a run killed before that resumes them. A crash's replay is cheap and stays where
 it is. Where workers share a GPU (``first`` below one) a case is set aside
 once it has run for that share of its time: a hanging kernel would hold the
 device that long, and the replay at the end, given the whole time, still
@@ -49,9 +48,8 @@ last one running while every other worker idles. When such a unit goes on
 after a failed case (the one moment its worker is fresh and told what to
 run) and workers are idle with no unit or replay to take, its remaining
 cases are split among them: each worker runs the unit with a ``part``
-(index, count) and leaves out the cases of the other parts (``in_part``, by a
-stable hash of the case id, so a replayed or resumed part runs the same
-cases); the unit is done when every part is. Only units ``share`` allows are
+(index, count) and leaves out the cases of the other parts (run.parts); the
+unit is done when every part is. Only units ``share`` allows are
 split (the sweep's units, not the shrink stage's jobs), and a part is not
 split again. The notes a unit sends are taken from its first part only (each
 part plans the whole unit and says the same).
