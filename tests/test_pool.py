@@ -4,7 +4,7 @@ The work here is no sweep: a unit is a name and a list of case names; a case nam
 worker (its replay alone too, so the pool reports it), ``slow`` takes 1.2 s, ``hang`` never returns, and ``hang_after`` hangs only in a
 process that has run a case before it (collateral: alone, it passes), ``late`` passes after 0.3 s, ``tainted`` ends its
 worker unless it runs alone, where its outcome is an error, ``gone`` passes and then says the device is lost,
-``die_slowly`` closes its worker's pipe and dies of SIGABRT 2 s later; ``hang_told`` and ``die_told`` are ``hang``
+``die_slowly`` closes its worker's pipe and dies of SIGABRT 3 s later; ``hang_told`` and ``die_told`` are ``hang``
 and ``die`` whose replay alone sends its description before it runs; ``hang_gone`` and ``die_gone`` are ``hang`` and
 ``die`` whose replay alone passes and then says the device is lost. Every process writes what it did to a log
 (``O_APPEND``, one line a write), so the test reads which process ran what, and when.
@@ -73,7 +73,7 @@ def _work(unit, config, skip, only):
             for fd in os.listdir("/proc/self/fd"):
                 if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:") if os.path.exists(f"/proc/self/fd/{fd}") else False:
                     os.close(int(fd))
-            time.sleep(2.0)
+            time.sleep(3.0)
             _log(config, "exits")
             os.kill(os.getpid(), signal.SIGABRT)
         if case == "segv":  # a kernel's crash: the worker's stacks are written (run.faults)
