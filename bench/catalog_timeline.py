@@ -25,8 +25,8 @@ report, its repro scripts), and writes, as it goes (a run killed by a time limit
   and the store).
 
 Read it with ``python bench/catalog_timeline.py --read DIR``: the units by wall time, the time outside cases, the
-worker starts by unit; ``--compare DIR_A DIR_B``, whether two runs' statuses and findings agree on the units both
-finished.
+worker starts by unit, the stretches in which nothing was logged, the units that stored more outcomes than they have
+cases; ``--compare DIR_A DIR_B``, whether two runs' statuses and findings agree on the units both finished.
 """
 
 from __future__ import annotations
@@ -264,6 +264,12 @@ def read(path: str) -> int:
         print(f"from a unit sent to a worker to its first case: median {sorted(a for _, a in waits)[len(waits) // 2]:.2f} s, "
               f"the longest {max(a for _, a in waits):.1f} s; {len(slow)} of {len(waits)} over 5 s"
               + (f" (their first cases begun at {min(slow):.0f}-{max(slow):.0f} s)" if slow else ""))
+    silent(events, end_of_queue)
+    stored = {e["done"]: e["cases"] for e in events if "done" in e and "cases" in e}  # outcomes stored as it ran
+    twice = {unit: n - cases[unit] for unit, n in stored.items() if n > cases.get(unit, n)}
+    if twice:
+        print(f"units that stored more outcomes than they have cases (run again): {len(twice)}, {sum(twice.values())} more: "
+              + ", ".join(f"{unit} +{n}" for unit, n in sorted(twice.items())))
     first, last = min(begun.values(), default=0.0), max(done.values(), default=end)
     print(f"first unit handed out at {first:.1f} s, last done at {last:.1f} s: "
           f"{sum(cases.values()) / max(last - first, 1e-9):,.0f} cases/s between")
@@ -280,6 +286,22 @@ def read(path: str) -> int:
     print(f"\ncollateral (a case set aside or killed with its worker that passed alone): {notes['collateral']}; "
           f"crash findings {failed['crash']}, hang findings {failed['hang']}")
     return 0
+
+
+def silent(events: list, end_of_queue: float) -> None:
+    """The stretches of 2 s or more in which the parent logged nothing (no unit begun or done, no worker's first case,
+    no worker started or killed), before the last unit was handed out and after; and whether the parent stood still
+    then or waited on its workers (``stalled``: its stacks in stalls.txt, since 2026-12-03's ninth session)."""
+    logged = [e for e in events if "stalled" not in e]
+    start = next((e["t"] for e in events if "first_case" in e), 0.0)  # from the first case on: not the workers' start
+    gaps = [(a["t"], b["t"] - a["t"]) for a, b in zip(logged, logged[1:]) if b["t"] - a["t"] >= 2.0 and a["t"] > start]
+    for name, chosen in (("before", [g for g in gaps if g[0] < end_of_queue]), ("after", [g for g in gaps if g[0] >= end_of_queue])):
+        if chosen:
+            print(f"silent stretches (2 s or more) {name} the last unit was handed out: {len(chosen)}, {sum(g for _, g in chosen):.1f} s "
+                  f"(at {', '.join(f'{t:.0f}' for t, _ in chosen)} s)")
+    stalls = sum(1 for e in events if "stalled" in e and e["t"] > start)
+    if stalls:
+        print(f"the parent's stacks written {stalls} times, each after 1.5-2 s with nothing logged (stalls.txt: where it stood)")
 
 
 def compare(first: str, second: str) -> int:
