@@ -20,27 +20,27 @@ turn (bench/cuda-sweep.md). So a case that hangs is set aside: its unit goes on
 in a fresh worker without it, and the set-aside cases are replayed, each alone
 in a fresh worker, once no unit is left to hand out, side by side, the whole
 tail costing one timeout. On the CPU a replay takes a worker that is through
-with its units (a hang holds a core); on a shared accelerator (``first``
-below one) each starts as the last unit is handed out, in a slot of its own
-beyond the workers (``extra``, gone once its replay is settled), for that
-tail is the run's end, in a worker the pool started as the hang was set
-aside (``_ahead``), warm by then. Their units are told done only when their
-last set-aside case is settled: a run killed before that resumes them. A crash's replay is cheap and stays where
-it is. Where workers share a GPU (``first`` below one) a case is set aside
-once it has run for that share of its time: a hanging kernel would hold the
-device that long, and the replay at the end, given the whole time, still
-tells a hang from a slow case. A case that sets the same values as a hang
-set aside (its ``kin``, run.edits.kin: the same op and searched values in
-another sample, layout, variant or dtype, so in another unit too) is set
-aside as soon as it begins, its worker ended before its kernel holds the
-device: it would most likely hang as well, and its replay at the end tells.
-And once a case setting values hung, the unit's other cases setting values
-get a smaller share (``after_hang``): an op that hangs on some searched
-values most often hangs on others. A case setting searched values at all
-gets a smaller share than the first (``searched``): that is where ops hang,
-and hanging kernels side by side slow the whole pool about fivefold.
-OpInfo's own samples keep the first share (a slow kernel compiled on first
-use, set aside, is compiled again in each fresh worker).
+with its units (a hang holds a core); on a shared accelerator (``first`` below
+one) each starts as the last unit is handed out, in a slot of its own beyond the
+workers (``extra``, gone once its replay is settled), for that tail is the run's
+end, in a worker the pool started as the hang was set aside (``_ahead``), warm
+by then. Their units are told done only when their last set-aside case is
+settled: a run killed before that resumes them. A crash's replay is cheap and
+stays where it is. Where workers share a GPU (``first`` below one) a case is set
+aside once it has run for that share of its time: a hanging kernel would hold
+the device that long, and the replay at the end, given the whole time, still
+tells a hang from a slow case. A case that sets the same values as a hang set
+aside (its ``kin``, run.edits.kin: the same op and searched values in another
+sample, layout, variant or dtype, so in another unit too) is set aside as soon
+as it begins, its worker ended before its kernel holds the device: it would most
+likely hang as well, and its replay at the end tells. And once a case setting
+values hung, the unit's other cases setting values get a smaller share
+(``after_hang``): an op that hangs on some searched values most often hangs on
+others. A case setting searched values at all gets a smaller share than the
+first (``searched``): that is where ops hang, and hanging kernels side by side
+slow the whole pool about fivefold. OpInfo's own samples keep the first share (a
+slow kernel compiled on first use, set aside, is compiled again in each fresh
+worker).
 
 A unit's rest is shared once nothing is left to hand out. Units go out in
 the ops' order, so a unit that crashes or hangs case after case can be the
@@ -274,10 +274,7 @@ class Dispatcher:
             self._described(slot, payload)
             return False
         elif kind == "lost":  # the worker is gone, after its case's outcome; a fresh one goes on with the unit
-            if slot.replaying is not None and slot.extra:
-                self._kill(slot)  # its replay ran to its end: the slot ends with it
-            else:
-                self._replace(slot)
+            self._renew(slot, settled=slot.replaying is not None)
             if slot.replaying is None:
                 self._resume(slot)
             else:  # a replay that lost the device ran to its end (resumed, a hang's replay ran its whole unit again)
@@ -290,6 +287,13 @@ class Dispatcher:
             self._ended(slot, kind, payload or "")
             return False
         return True
+
+    def _renew(self, slot: Slot, settled: bool) -> None:
+        """A fresh worker for the slot, unless it is an extra slot whose replay is now ``settled``: it ends (_next_unit)."""
+        if settled and slot.extra:
+            self._kill(slot)
+        else:
+            self._replace(slot)
 
     def _replayed(self, slot: Slot) -> None:
         """The replay alone ran to its end: the case was collateral (its outcome kept); the slot goes on."""
@@ -351,14 +355,11 @@ class Dispatcher:
             self._send_run(slot)
 
     def _case_failed(self, slot: Slot, kind: str, how: str) -> None:
-        """A case killed its worker: replay it alone; if this was the replay, report it with its description (from
-        the replay's worker where it sent one first: then an extra slot ends here, no fresh worker started)."""
+        """A case killed its worker: replay it alone; if this was the replay, report it with its description (the
+        one the replay's worker sent first, else asked of a fresh worker)."""
         case_id = slot.in_flight
         described = slot.replaying == case_id and slot.call is not None
-        if described and slot.extra:
-            self._kill(slot)
-        else:
-            self._replace(slot)
+        self._renew(slot, settled=described)
         if kind == "hang" and slot.replaying != case_id:  # set aside: replayed when no unit is left
             self.later.append((slot.unit, case_id, how))
             self._ahead()
