@@ -18,6 +18,8 @@ report, its repro scripts), and writes, as it goes (a run killed by a time limit
   ``{"cases": N}`` every 10 s;
 * ``DIR/stalls.txt``: the parent's stacks where it wrote nothing for over 2 s (``{"stalled": OFFSET}`` in the timeline
   as it goes on);
+* ``DIR/procs.jsonl``: every process's threads that are not idly asleep, with the kernel function each waits in, every
+  20 s and once a second while the parent has logged nothing for 1.5 s (``bench/proc_sampler.py``, since 2026-12-04);
 * ``DIR/runs.db``: the store (each case's own seconds in ``outcomes.seconds``);
 * ``DIR/summary.json``: wall time (from the sweep's call; ``since_start`` from the process's start, imports
   and resolving the ops included, as the user's clock has it for ``torchsleuth ops``; before 2026-12-03's sixth
@@ -57,6 +59,10 @@ class Log:
         self.file, self.started = open(path, "a", buffering=1), STARTED
         self.stalls = open(os.path.join(os.path.dirname(path), "stalls.txt"), "a")
         self.dumped, self.armed = os.fstat(self.stalls.fileno()).st_size, 0.0
+        self.last = time.monotonic()
+        from proc_sampler import Sampler  # every process's state while the parent logs nothing (procs.jsonl)
+
+        Sampler(os.path.join(os.path.dirname(path), "procs.jsonl"), lambda: time.monotonic() - self.last, STARTED).start()
 
     def write(self, **record) -> None:
         now = time.monotonic()
@@ -68,6 +74,7 @@ class Log:
             faulthandler.dump_traceback_later(self.STALL, file=self.stalls)
             self.armed = now
         self.file.write(json.dumps({"t": round(now - self.started, 3), **record}) + "\n")
+        self.last = now
 
 
 def record(args) -> int:

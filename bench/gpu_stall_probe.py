@@ -123,7 +123,7 @@ if __name__ == "__main__":
                   ("assert, exits at once", ASSERT, 0, "exit", True), ("no fault, exits", NO_FAULT, 0, "exit", True),
                   ("no fault, killed", NO_FAULT, 0, "kill", True), ("misaligned, killed at once", MISALIGNED, 0, "kill", True),
                   ("assert, killed at once", ASSERT, 0, "kill", False, 4), ("assert, killed at once", ASSERT, 0, "kill", True, 4)]
-    seconds = 15 + sum(10 + phase[2] for phase in phases) + 10
+    seconds = 15 + sum(10 + phase[2] for phase in phases) + 40  # and the fat processes' allocations
     busy = [subprocess.Popen([sys.executable, "-c", BUSY, str(seconds), busy_kind], stdout=subprocess.PIPE, text=True) for _ in range(16)]
     time.sleep(15)  # their imports and contexts
     print(json.dumps({"start": round(time.time(), 2)}), flush=True)

@@ -21,4 +21,4 @@ timeout ${SECONDS_LIMIT:-420} python3 bench/catalog_timeline.py --device cuda --
 kill $SMI
 python3 bench/catalog_timeline.py --read $W/run > $OUT/read.txt 2>&1
 tail -30 $W/stdout.txt > $OUT/command_tail.txt
-tar czf $OUT/run.tgz -C $W run/timeline.jsonl run/summary.json run/runs.db run/stalls.txt stdout.txt 2>/dev/null
+tar czf $OUT/run.tgz -C $W run/timeline.jsonl run/summary.json run/runs.db run/stalls.txt run/procs.jsonl run/runs.workers.log stdout.txt 2>/dev/null
