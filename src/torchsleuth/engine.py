@@ -37,7 +37,7 @@ from .run.evidence import Evidence
 from .run.facts import of_references as facts_of
 from .run.facts import facts as read_facts
 from .run.pool import DeviceLost
-from .run.references import References, base_case
+from .run.references import References, Refused, base_case
 
 Event = tuple[str, object]
 
@@ -94,10 +94,18 @@ def _chosen(samples: list, count: int) -> list[int]:
     return [affordable[i] for i in spread(len(affordable), count)]
 
 
-def _reference_maker(functions: dict, sample, dtype: str, entry=None):
+def _reference_maker(functions: dict, sample, dtype: str, entry=None, own=None):
     """``references(case)``: the references of a sample's cases, each base case made once (float64 through the
-    entry's own ``reference`` implementation, where it has one: run.references)."""
+    entry's own ``reference`` implementation, where it has one: run.references). ``own``: the sample before its
+    edits, for an edited ``sample`` (whether the CPU takes the sample's own values: ``References.refused``)."""
     shared: dict[Case, References] = {}
+    before = _reference_maker(functions, own, dtype, entry) if own is not None else None
+
+    def original(base: Case):
+        """The CPU reference of ``base``'s values as OpInfo made them; None where torchsleuth changed none."""
+        if base.layouts:  # value-changing layouts: the sample's own values under the same call
+            return lambda: references(dataclasses.replace(base, layouts=())).cpu
+        return (lambda: before(base).cpu) if before is not None else None
 
     def references(case: Case) -> References:
         base = base_case(case)
@@ -105,9 +113,13 @@ def _reference_maker(functions: dict, sample, dtype: str, entry=None):
             try:
                 result = None
                 if base.variant == "backward":
-                    result = references(_functional(base)).contiguous.value
+                    forward = references(_functional(base)).contiguous
+                    if isinstance(forward.error, Refused):
+                        raise forward.error
+                    result = forward.value
                 prepared = call.prepare(base, functions["functional"], sample, reference_result=result, grad_seed=base.sample)
-                shared[base] = References(prepared, getattr(torch, dtype), seed=base.sample, reference=getattr(entry, "reference", None))
+                shared[base] = References(prepared, getattr(torch, dtype), seed=base.sample, reference=getattr(entry, "reference", None),
+                                          original=original(base))
             except Exception as e:
                 raise _NoReference(e) from None
         return shared[base]
@@ -239,7 +251,8 @@ def run_case(case: Case, oracles: Registry = BUILTIN) -> Outcome:
             return Outcome(case=case, status="skip", reason=f"{case.op} has {len(samples)} samples in {case.dtype}")
         try:
             sample = edits.apply(samples[case.sample], case.edits, op=case.op)
-            return _run_case(case, entry, functions[case.variant], sample, _reference_maker(functions, sample, case.dtype, entry),
+            own = samples[case.sample] if case.edits else None
+            return _run_case(case, entry, functions[case.variant], sample, _reference_maker(functions, sample, case.dtype, entry, own),
                              opinfo.tolerance_override(entry, device_type, dtype), oracles)
         except Exception as e:
             return Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")

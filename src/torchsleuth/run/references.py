@@ -21,6 +21,21 @@ the backward variant, the gradient) computation on contiguous tensors:
 
 All of them are computed lazily: a case that needs none pays for none.
 
+Values the CPU refuses are not sent to a GPU. A case whose values torchsleuth
+changed (a value-changing layout such as ``empty``, or searched and special
+values) can hold an index out of range: an ``empty`` weight under
+``embedding``'s indices, a target past ``nll_loss``'s classes. The CPU raises;
+a CUDA kernel stops at a device-side assert, which ends the worker's CUDA
+context, and now and then (six times in run Z of bench/cuda-sweep.md, about one
+fault in thirty) keeps the GPU from switching contexts until the driver's
+5-second timeout (Xid 109): every worker on the GPU waits the while. So on a
+CUDA device, when the CPU refuses a case's changed values and takes the
+sample's own (``original``: the op, the dtype and the CPU are not what fails),
+``contiguous`` is that refusal (``Refused``) and the values go no further. The
+outcome is ``raised`` as before, and no finding is lost: the judges compare a
+device's result with the CPU's, or with the device's own on the same values,
+and neither says anything where the CPU refuses.
+
 An op may come with a trusted implementation of its own (``reference``: the
 eager composition a fused kernel replaces, which ``torchsleuth.check`` takes):
 then the float64 runs (``float64``, ``perturbed``, ``jumped``) call it in place
@@ -63,12 +78,22 @@ class Reference:
         return self.error is None
 
 
+class Refused(Exception):
+    """Why a case's contiguous reference was not computed on the device: the CPU refuses its changed values."""
+
+
+# The devices where an index out of range stops the kernel at a device-side assert that ends the process's context
+ASSERTING = frozenset({"cuda"})
+
+
 class References:
-    def __init__(self, base: call.Prepared, dtype: torch.dtype, *, seed: int, reference=None):
+    def __init__(self, base: call.Prepared, dtype: torch.dtype, *, seed: int, reference=None, original=None):
         # ``base`` is the functional (or backward) call on the case's values
         # on the device under test; its tensors are made contiguous here.
         # ``reference``: the op's trusted implementation, which the float64 runs call
         self.reference = reference
+        # ``original``: for values torchsleuth changed, a function giving the CPU reference of the sample's own values
+        self.original = original
         # off the CPU, made from the host storages ``base`` was copied from (run.transfer.placed), which are
         # kept: each copy below is then one op on the device, and the host copy needs no read-back
         self._stored: dict[str, torch.Tensor] = {}
@@ -87,8 +112,22 @@ class References:
 
     @functools.cached_property
     def contiguous(self) -> Reference:
+        if self.refused is not None:
+            return Reference(error=self.refused)
         # on copies: a kernel that writes its inputs must not change what later references see
         return self._run(self._copies())
+
+    @functools.cached_property
+    def refused(self) -> Refused | None:
+        """On a device where an index out of range asserts: why these changed values are not sent to it (the CPU
+        refuses them and takes the sample's own); None where they are."""
+        device = self.base.case.device
+        if self.original is None or device.split(":")[0] not in ASSERTING or self.cpu.ok or not self.original().ok:
+            return None
+        error = self.cpu.error
+        text = (str(error).strip().splitlines() or [""])[0][:200]
+        return Refused(f"the CPU refuses these values ({type(error).__name__}: {text}) and takes the sample's own; "
+                       f"not sent to {device}, where a value out of range stops the kernel and ends the process")
 
     def _copies(self) -> tree.Tensors:
         return {p: self._copy(p, t).requires_grad_(t.requires_grad) for p, t in self.base.tensors.items()}
