@@ -3,10 +3,11 @@
 Whole-catalog runs on an H200 (bench/cuda-sweep.md, runs V-Y) go silent for 5-20 s at a time: no worker begins or
 ends a case, the parent waits on their pipes, and ``nvidia-smi`` beside the run answers nothing for as long (run Y).
 This samples, from a thread of the harness (``bench/catalog_timeline.py``), every thread of every process on the machine
-not asleep in a poll or a futex (and of the kernel's own threads, the GPU driver's and those running or waiting): its state (``R`` running, ``D`` waiting in the kernel, ``Z`` a
-zombie), the kernel function it waits in (``/proc/PID/task/TID/wchan``) and, for a thread in ``D``, its kernel stack
-(``/proc/.../stack``, where readable). One sample every ``BASELINE`` seconds, and once a second while the parent has
-logged nothing for ``STALL`` seconds, at most ``PER_STALL`` a stall; each a JSON line in ``procs.jsonl``:
+not asleep in a poll or a futex (and of the kernel's own threads, the GPU driver's and those running or waiting): its
+state (``R`` running, ``D`` waiting in the kernel, ``Z`` a zombie), the kernel function it waits in
+(``/proc/PID/task/TID/wchan``) and, for a thread in ``D``, its kernel stack (``/proc/.../stack``, where readable). One
+sample every ``BASELINE`` seconds, and once a second while the parent has logged nothing for ``STALL`` seconds, at most
+``PER_STALL`` a stall; each a JSON line in ``procs.jsonl``:
 
     {"t": SECONDS_SINCE_START, "silent": SECONDS, "threads": [[pid, tid, comm, state, wchan, stack|null], ...]}
 """
