@@ -84,6 +84,39 @@ def test_off_an_asserting_device_the_call_is_made_and_raises_there(device_calls)
     assert device_calls
 
 
+CPU_TWIN_CRASHING = """
+import functools, os, signal
+from torchsleuth.run import references
+
+references.ASSERTING = references.ASSERTING | {"cpu"}
+computed = references.References.cpu.func
+
+
+def crashing(self):  # the CPU's kernel dies on emptied values, as lu_unpack's and pdist's gradients do
+    if any(layout == "empty" for _, layout in self.base.case.layouts):
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return computed(self)
+
+
+references.References.cpu = functools.cached_property(crashing)
+references.References.cpu.__set_name__(references.References, "cpu")
+"""
+
+
+def test_a_case_whose_cpu_twin_kills_the_worker_is_replayed_alone_on_the_device_and_is_no_crash(run_sweep, tmp_path):
+    plant = tmp_path / "cpu_twin_crashing.py"
+    plant.write_text(CPU_TWIN_CRASHING)
+    config = SweepConfig(ops=resolve_ops("nn.functional.embedding"), dtypes=("float32",), variants=("functional",),
+                         layouts=("contiguous", "empty"), samples=1, workers=1, shrink=False, imports=(str(plant),))
+    result = run_sweep(config)
+    assert not result.findings
+    collateral = [detail for kind, detail in result.notes if kind == "collateral"]
+    assert len(collateral) == 1 and "|input=empty:" in collateral[0], result.notes
+    # replayed alone, the case made its call on the device, where (this being the CPU) it raised on its own
+    assert any(reason.startswith("the contiguous reference raised: RuntimeError") for reason in result.reasons.get("raised", {}))
+    assert not any("Refused" in reason for reason in result.reasons.get("raised", {}))
+
+
 @cuda
 def test_a_cuda_sweep_sends_no_refused_values_and_loses_no_worker(run_sweep):
     ops = resolve_ops("nn.functional.embedding,nn.functional.nll_loss,scatter_add")

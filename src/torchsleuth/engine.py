@@ -94,15 +94,18 @@ def _chosen(samples: list, count: int) -> list[int]:
     return [affordable[i] for i in spread(len(affordable), count)]
 
 
-def _reference_maker(functions: dict, sample, dtype: str, entry=None, own=None):
+def _reference_maker(functions: dict, sample, dtype: str, entry=None, own=None, refuse: bool = True):
     """``references(case)``: the references of a sample's cases, each base case made once (float64 through the
     entry's own ``reference`` implementation, where it has one: run.references). ``own``: the sample before its
-    edits, for an edited ``sample`` (whether the CPU takes the sample's own values: ``References.refused``)."""
+    edits, for an edited ``sample`` (whether the CPU takes the sample's own values: ``References.refused``);
+    ``refuse=False``: every case's values are sent to the device (a case replayed alone, and its description)."""
     shared: dict[Case, References] = {}
     before = _reference_maker(functions, own, dtype, entry) if own is not None else None
 
     def original(base: Case):
         """The CPU reference of ``base``'s values as OpInfo made them; None where torchsleuth changed none."""
+        if not refuse:
+            return None
         if base.layouts:  # value-changing layouts: the sample's own values under the same call
             return lambda: references(dataclasses.replace(base, layouts=())).cpu
         return (lambda: before(base).cpu) if before is not None else None
@@ -128,7 +131,7 @@ def _reference_maker(functions: dict, sample, dtype: str, entry=None, own=None):
 
 
 def _run_sample(unit, config, entry, functions, variants, sample, index, override, skip, only, oracles) -> Iterator[Event]:
-    references = _reference_maker(functions, sample, unit.dtype, entry)
+    references = _reference_maker(functions, sample, unit.dtype, entry, refuse=only is None)
     inputs = tree.call_leaves(*call.sample_call(sample, "cpu"))
     for variant in variants:
         try:
@@ -185,7 +188,7 @@ def _run_search(unit: Unit, config: SweepConfig, planned: list[Case], skip, only
     if only is not None:  # a replay of a case the whole unit's plan chose: ``planned`` holds only its sample's cases
         for case in planned:
             if case.id == only:
-                yield from _judged(case, lambda case=case: run_case(case, oracles), config, only)
+                yield from _judged(case, lambda case=case: run_case(case, oracles, refuse=False), config, only)
         return
     chosen = search.within(planned, config.budget)
     started, ran = time.monotonic(), 0
@@ -221,7 +224,7 @@ def describe(unit: Unit | None, config: SweepConfig, case_id: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sample = edits.sample_of(case)
-        references = _reference_maker(functions, sample, case.dtype, entry)
+        references = _reference_maker(functions, sample, case.dtype, entry, refuse=False)
 
         # the case's own references are not needed, and may be what crashes: only the
         # functional result, which shapes out= tensors and output gradients
@@ -231,11 +234,12 @@ def describe(unit: Unit | None, config: SweepConfig, case_id: str):
         return call.call_spec(prepared, ran, opinfo.public_name(entry, case.variant))
 
 
-def run_case(case: Case, oracles: Registry = BUILTIN) -> Outcome:
+def run_case(case: Case, oracles: Registry = BUILTIN, *, refuse: bool = True) -> Outcome:
     """One case, whatever its layouts and edits: the shrinker's and the diagnosis's replays.
 
     Made from scratch (its own references), so a replay shares nothing with
-    the run that found the case.
+    the run that found the case. ``refuse=False``: its values are sent to the
+    device even where the CPU refuses them (``References.refused``).
     """
     entry = opinfo.get(case.op)
     functions = reach.calls(entry, opinfo.functions(entry), case.edits)  # an overload the edits call by name (run.search.overloads)
@@ -252,7 +256,7 @@ def run_case(case: Case, oracles: Registry = BUILTIN) -> Outcome:
         try:
             sample = edits.apply(samples[case.sample], case.edits, op=case.op)
             own = samples[case.sample] if case.edits else None
-            return _run_case(case, entry, functions[case.variant], sample, _reference_maker(functions, sample, case.dtype, entry, own),
+            return _run_case(case, entry, functions[case.variant], sample, _reference_maker(functions, sample, case.dtype, entry, own, refuse),
                              opinfo.tolerance_override(entry, device_type, dtype), oracles)
         except Exception as e:
             return Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")

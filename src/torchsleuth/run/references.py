@@ -34,7 +34,16 @@ sample's own (``original``: the op, the dtype and the CPU are not what fails),
 ``contiguous`` is that refusal (``Refused``) and the values go no further. The
 outcome is ``raised`` as before, and no finding is lost: the judges compare a
 device's result with the CPU's, or with the device's own on the same values,
-and neither says anything where the CPU refuses.
+and neither says anything where the CPU refuses. Measured on an H200 (runs AA
+and AB): 5,541 cases refused, 88 of them passes before (a CUDA kernel that
+returns where the CPU raises: a Cholesky of non-finite values, an integer
+division by zero), no finding lost, the catalog in 240 and 263 s against
+286-336 s. The CPU's twin can itself kill the worker (the CPU's kernels crash
+on some such values: ``lu_unpack``'s and ``pdist``'s gradients on empty
+inputs); a case replayed alone (which decides whether it crashes) and its
+description are therefore made as before, with ``original`` left out
+(``engine``'s ``refuse=False``), and the crash of the CPU's twin is no finding
+of the device's.
 
 An op may come with a trusted implementation of its own (``reference``: the
 eager composition a fused kernel replaces, which ``torchsleuth.check`` takes):
