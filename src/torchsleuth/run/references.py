@@ -61,7 +61,7 @@ from typing import Any
 
 import torch
 
-from .. import dtypes
+from .. import devices, dtypes
 from ..cases import layouts
 from ..cases.records import Case
 from . import call, transfer, tree
@@ -131,7 +131,7 @@ class References:
         """On a device where an index out of range asserts: why these changed values are not sent to it (the CPU
         refuses them and takes the sample's own); None where they are."""
         device = self.base.case.device
-        if self.original is None or device.split(":")[0] not in ASSERTING or self.cpu.ok or not self.original().ok:
+        if self.original is None or devices.kind(device) not in ASSERTING or self.cpu.ok or not self.original().ok:
             return None
         error = self.cpu.error
         text = (str(error).strip().splitlines() or [""])[0][:200]
