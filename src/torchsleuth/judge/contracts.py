@@ -48,6 +48,13 @@ def unreadable(ctx: Context) -> bool:
                 kind, "contract", f"{ctx.name()} returns {path} with a storage whose data pointer is invalid",
                 Mismatch(path=path, attribute="storage", expected="a readable storage", actual="an invalid storage"),
             )
+    for path, why in sorted((ctx.ev.ran.unreadable or {}).items()):
+        ctx.report(
+            "out_of_view_write", "contract",
+            f"{ctx.name()} on {ctx.describe(path)} {path} writes over memory outside its tensors: {path}'s storage cannot be "
+            f"read after the call ({why})",
+            Mismatch(path=path, attribute="storage", expected="a readable storage after the call", actual="unreadable: " + why),
+        )
     for path in sorted(ctx.ev.prepared.tensors):
         snapshots = [(when, taken.get(path)) for when, taken in (("before", ctx.ev.ran.before), ("after", ctx.ev.ran.after)) if taken]
         when = next((when for when, t in snapshots if isinstance(t, torch.Tensor) and not cmp.readable(t)), None)

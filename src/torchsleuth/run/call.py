@@ -92,6 +92,9 @@ class Ran:
     after: dict | None = None
     # path -> (shape, stride, storage_offset) before the call
     meta: dict | None = None
+    # path -> why its storage could not be read after the call (the call wrote over the tensor's own memory); its
+    # ``after`` is then its ``before``, and nothing else of the call is judged
+    unreadable: dict | None = None
 
 
 def _call_of(sample: Sample, device: str) -> tuple[tuple, dict]:
@@ -259,6 +262,19 @@ def host_snapshot(tensors: tree.Tensors, known: dict | None = None) -> dict:
                 for path, t in tensors.items()}
 
 
+def _readable_snapshot(tensors: tree.Tensors, before: dict) -> tuple[dict, dict]:
+    """``host_snapshot`` path by path: the paths whose storage cannot be read stand in with their ``before`` copies,
+    and are returned with the error reading them raised."""
+    after, unreadable = {}, {}
+    for path, t in tensors.items():
+        try:
+            after.update(host_snapshot({path: t}))
+        except Exception as e:
+            after[path] = before[path]
+            unreadable[path] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+    return after, unreadable
+
+
 def execute(prepared: Prepared) -> Ran:
     """The case's call, between snapshots of every storage it was given (on the CPU, whatever the device)."""
     known = {p: s for p in prepared.host if (s := host_storage(prepared, p)) is not None}
@@ -267,7 +283,10 @@ def execute(prepared: Prepared) -> Ran:
         ran.result = compute(prepared)
     except Exception as e:  # the op refused the call: loud, so not a silent bug
         ran.error = e
-    ran.after = host_snapshot(prepared.tensors)  # queued behind the call's kernels
+    try:
+        ran.after = host_snapshot(prepared.tensors)  # queued behind the call's kernels
+    except Exception:  # a storage the call corrupted (tril's out= on a permuted out, now and then): whose, and why
+        ran.after, ran.unreadable = _readable_snapshot(prepared.tensors, ran.before)
     try:
         synchronize(prepared.case.device)  # the copies have landed, and an asynchronous kernel error belongs to this call
     except Exception as e:
