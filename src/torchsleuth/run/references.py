@@ -27,7 +27,7 @@ values) can hold an index out of range: an ``empty`` weight under
 ``embedding``'s indices, a target past ``nll_loss``'s classes. The CPU raises;
 a CUDA kernel stops at a device-side assert, which ends the worker's CUDA
 context, and now and then (six times in run Z of bench/cuda-sweep.md, about one
-fault in thirty) keeps the GPU from switching contexts until the driver's
+fault in 45) keeps the GPU from switching contexts until the driver's
 5-second timeout (Xid 109): every worker on the GPU waits the while. So on a
 CUDA device, when the CPU refuses a case's changed values and takes the
 sample's own (``original``: the op, the dtype and the CPU are not what fails),
