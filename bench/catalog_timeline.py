@@ -47,6 +47,8 @@ STARTED = time.monotonic()  # the process's start, before torch is imported: the
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import proc_sampler  # noqa: E402  (beside this file)
+
 
 class Log:
     """The timeline; and, where the parent writes nothing for over ``STALL`` seconds, its threads' stacks at that moment
@@ -60,9 +62,7 @@ class Log:
         self.stalls = open(os.path.join(os.path.dirname(path), "stalls.txt"), "a")
         self.dumped, self.armed = os.fstat(self.stalls.fileno()).st_size, 0.0
         self.last = time.monotonic()
-        from proc_sampler import Sampler  # every process's state while the parent logs nothing (procs.jsonl)
-
-        Sampler(os.path.join(os.path.dirname(path), "procs.jsonl"), lambda: time.monotonic() - self.last, STARTED).start()
+        proc_sampler.Sampler(os.path.join(os.path.dirname(path), "procs.jsonl"), lambda: time.monotonic() - self.last, STARTED).start()
 
     def write(self, **record) -> None:
         now = time.monotonic()
@@ -272,6 +272,8 @@ def read(path: str) -> int:
               f"the longest {max(a for _, a in waits):.1f} s; {len(slow)} of {len(waits)} over 5 s"
               + (f" (their first cases begun at {min(slow):.0f}-{max(slow):.0f} s)" if slow else ""))
     silent(events, end_of_queue)
+    for line in proc_sampler.summary(path):  # since 2026-12-04: what every process did in the silences; the kernel's log
+        print(line)
     stored = {e["done"]: e["cases"] for e in events if "done" in e and "cases" in e}  # outcomes stored as it ran
     twice = {unit: n - cases[unit] for unit, n in stored.items() if n > cases.get(unit, n)}
     if twice:
@@ -329,6 +331,9 @@ def compare(first: str, second: str) -> int:
     missing = [c for c in cases if c not in sb] + [c for c, (u, _) in sb.items() if u in units and c not in sa]
     print(f"{len(units)} units finished in both, {len(cases):,} cases: {len(differ)} differ in status or findings, "
           f"{len(missing)} stored by one run only")
+    moves = collections.Counter(f"{sa[c][1]} {sorted(ka.get(c, ()))} -> {sb.get(c, (None, None))[1]} {sorted(kb.get(c, ()))}" for c in differ)
+    for move, n in moves.most_common():  # since 2026-12-04: how many moved which way, before the first 30 one by one
+        print(f"  {n:5d} {move}")
     for c in differ[:30]:
         print(f"  {c}: {sa[c][1]} {sorted(ka.get(c, ()))} -> {sb.get(c, (None, None))[1]} {sorted(kb.get(c, ()))}")
     return 0

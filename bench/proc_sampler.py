@@ -10,12 +10,17 @@ sample every ``BASELINE`` seconds, and once a second while the parent has logged
 ``PER_STALL`` a stall; each a JSON line in ``procs.jsonl``:
 
     {"t": SECONDS_SINCE_START, "silent": SECONDS, "threads": [[pid, tid, comm, state, wchan, stack|null], ...]}
+
+``summary(DIR)`` (``catalog_timeline.py --read DIR`` prints it): the threads most often found waiting in the silences,
+and the GPU driver's Xid log lines by code from a ``dmesg.txt`` in DIR or beside it (``bench/h200_batch40.sh`` keeps one).
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
+import re
 import threading
 import time
 
@@ -74,3 +79,23 @@ class Sampler(threading.Thread):
                 last_baseline = now if not in_stall else last_baseline
                 self.file.write(json.dumps({"t": round(now - self.started, 3), "silent": round(silent, 2), "threads": threads()}) + "\n")
                 samples += 1
+
+
+def summary(path: str) -> list[str]:
+    """Lines saying what the threads did in the silences (``procs.jsonl`` in ``path``) and what the driver logged."""
+    lines = []
+    procs = os.path.join(path, "procs.jsonl")
+    if os.path.exists(procs):
+        samples = [json.loads(line) for line in open(procs)]
+        silent = [s for s in samples if s["silent"] >= STALL]
+        waits = collections.Counter((comm.split("/")[0][:15], state, wchan) for s in silent for _, _, comm, state, wchan, _ in s["threads"]
+                                    if state in "DR")
+        lines.append(f"threads sampled {len(samples)} times, {len(silent)} of them in silences; most often then, running (R) or "
+                     "waiting in the kernel (D): " + "; ".join(f"{comm} {state} {wchan} x{n}" for (comm, state, wchan), n in waits.most_common(4)))
+    for log in (os.path.join(path, "dmesg.txt"), os.path.join(os.path.dirname(os.path.abspath(path)), "dmesg.txt")):
+        if os.path.exists(log):
+            codes = collections.Counter(m.group(1) for m in re.finditer(r"NVRM: Xid \([^)]*\): (\d+)", open(log, errors="replace").read()))
+            lines.append("the driver's Xid log lines by code (dmesg.txt; 109 a context-switch timeout, 43 a stopped context, 13 an SM "
+                         "exception, a line per SM, 31 an MMU fault): " + ", ".join(f"{code} x{n}" for code, n in sorted(codes.items())))
+            break
+    return lines
