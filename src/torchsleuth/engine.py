@@ -100,7 +100,7 @@ def _reference_maker(functions: dict, sample, dtype: str, entry=None, own=None, 
     edits, for an edited ``sample`` (whether the CPU takes the sample's own values: ``References.refused``);
     ``refuse=False``: every case's values are sent to the device (a case replayed alone, and its description)."""
     shared: dict[Case, References] = {}
-    before = _reference_maker(functions, own, dtype, entry) if own is not None else None
+    before = _reference_maker(functions, own, dtype, entry) if own is not None and refuse else None
 
     def original(base: Case):
         """The CPU reference of ``base``'s values as OpInfo made them; None where torchsleuth changed none."""

@@ -1,4 +1,4 @@
-"""Exit codes and the one error type the CLI turns into exit status 2."""
+"""Exit codes, the one error type the CLI turns into exit status 2, and an error told in one line."""
 
 from __future__ import annotations
 
@@ -13,3 +13,9 @@ class ExitCode(enum.IntEnum):
 
 class UsageError(Exception):
     """Bad input from the user: one line saying what was wrong and what is allowed."""
+
+
+def one_line(error: BaseException) -> str:
+    """``error`` as its type and the first line of its message (at most 200 characters): how outcomes quote errors."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:200] if text else ''}"

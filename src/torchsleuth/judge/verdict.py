@@ -32,6 +32,7 @@ import math
 import torch
 
 from ..dtypes import is_inexact, wide
+from ..errors import one_line
 from ..run.evidence import Evidence
 from . import canonical
 from . import compare as cmp
@@ -62,11 +63,6 @@ def judge(ev: Evidence, *, override: tuple[float, float] | None = None, seconds:
             device(ctx)
     status = "finding" if ctx.findings else "pass"
     return Outcome(case=case, status=status, reason="; ".join(ctx.notes), findings=tuple(ctx.findings), seconds=seconds)
-
-
-def one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:200] if text else ''}"
 
 
 def layout(ctx: Context) -> None:

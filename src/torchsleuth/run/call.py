@@ -42,6 +42,7 @@ import torch
 from ..cases import layouts
 from ..cases.opinfo import Sample
 from ..cases.records import Case
+from ..errors import one_line
 from . import tree
 from .records import CallSpec, TensorSpec
 from .trace import Trace, Tracer
@@ -271,7 +272,7 @@ def _readable_snapshot(tensors: tree.Tensors, before: dict) -> tuple[dict, dict]
             after.update(host_snapshot({path: t}))
         except Exception as e:
             after[path] = before[path]
-            unreadable[path] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+            unreadable[path] = one_line(e)
     return after, unreadable
 
 

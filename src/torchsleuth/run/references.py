@@ -62,6 +62,7 @@ from typing import Any
 import torch
 
 from .. import devices, dtypes
+from ..errors import one_line
 from ..cases import layouts
 from ..cases.records import Case
 from . import call, transfer, tree
@@ -133,9 +134,7 @@ class References:
         device = self.base.case.device
         if self.original is None or devices.kind(device) not in ASSERTING or self.cpu.ok or not self.original().ok:
             return None
-        error = self.cpu.error
-        text = (str(error).strip().splitlines() or [""])[0][:200]
-        return Refused(f"the CPU refuses these values ({type(error).__name__}: {text}) and takes the sample's own; "
+        return Refused(f"the CPU refuses these values ({one_line(self.cpu.error)}) and takes the sample's own; "
                        f"not sent to {device}, where a value out of range stops the kernel and ends the process")
 
     def _copies(self) -> tree.Tensors:
