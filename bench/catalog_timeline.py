@@ -16,8 +16,10 @@ report, its repro scripts), and writes, as it goes (a run killed by a time limit
   N}``, ``{"closed": true}``, ``{"result": true}`` and ``{"outputs": [...]}`` (the pool closed, the run read back, the
   outputs written), and
   ``{"cases": N}`` every 10 s;
-* ``DIR/stalls.txt``: the parent's stacks where it wrote nothing for over 2 s (``{"stalled": OFFSET}`` in the timeline
-  as it goes on);
+* ``DIR/stalls.txt``, in runs from 2026-12-03's ninth session to 2026-12-04's tenth: the parent's stacks where it
+  wrote nothing for over 2 s (``{"stalled": OFFSET}`` in the timeline). faulthandler's watchdog reads the other threads'
+  frames without the GIL, and in run AC (2026-12-04, eleventh session) it killed the parent by SIGSEGV while the main
+  thread was importing; the stacks had answered their question (the parent waits on its workers), so it is gone;
 * ``DIR/procs.jsonl``: every process's threads that are not idly asleep, with the kernel function each waits in, every
   20 s and once a second while the parent has logged nothing for 1.5 s (``bench/proc_sampler.py``, since 2026-12-04);
 * ``DIR/runs.db``: the store (each case's own seconds in ``outcomes.seconds``);
@@ -35,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import faulthandler
 import json
 import os
 import resource
@@ -51,28 +52,16 @@ import proc_sampler  # noqa: E402  (beside this file)
 
 
 class Log:
-    """The timeline; and, where the parent writes nothing for over ``STALL`` seconds, its threads' stacks at that moment
-    (faulthandler's watchdog, which needs no GIL) in ``stalls.txt`` beside it, a ``{"stalled": BYTE}`` record (the
-    dump's offset there) written when the parent goes on."""
-
-    STALL = 2.0
+    """The timeline, and every process's threads sampled beside it (proc_sampler), more often where the parent has
+    written nothing for a while."""
 
     def __init__(self, path: str):
         self.file, self.started = open(path, "a", buffering=1), STARTED
-        self.stalls = open(os.path.join(os.path.dirname(path), "stalls.txt"), "a")
-        self.dumped, self.armed = os.fstat(self.stalls.fileno()).st_size, 0.0
         self.last = time.monotonic()
         proc_sampler.Sampler(os.path.join(os.path.dirname(path), "procs.jsonl"), lambda: time.monotonic() - self.last, STARTED).start()
 
     def write(self, **record) -> None:
         now = time.monotonic()
-        size = os.fstat(self.stalls.fileno()).st_size
-        if size != self.dumped:  # the watchdog fired: the parent stood still from about STALL seconds before it
-            self.file.write(json.dumps({"t": round(now - self.started, 3), "stalled": self.dumped}) + "\n")
-            self.dumped, self.armed = size, 0.0
-        if now - self.armed > 0.5:  # re-armed at most twice a second: a stall is seen after STALL to STALL + 0.5 s
-            faulthandler.dump_traceback_later(self.STALL, file=self.stalls)
-            self.armed = now
         self.file.write(json.dumps({"t": round(now - self.started, 3), **record}) + "\n")
         self.last = now
 
