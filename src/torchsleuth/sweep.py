@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Protocol
 
 from . import _version, devices
-from .cases import opinfo, select
+from .cases import opinfo, select, unreached
 from .cases.records import Case, Unit
 from .config import RunConfig, SweepConfig
 from .engine import describe, device_works, run_unit
@@ -223,7 +223,8 @@ def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), ora
     """``config`` at the depth its question asks for; settings named in ``given`` (the user chose them) are kept.
 
     Deep (a run pointed at a few ops): every sample, the cheap oracles, every search the config names with no budget,
-    the dtypes the ops do not declare probed.
+    the dtypes the ops do not declare probed, and, with the ``overloads`` search, the overloads of the ops' packets
+    their samples never reach, swept from their schema (``cases.unreached``).
     Catalog: the config's samples, no oracle but those asked for, the searches and the cases of the sampled oracles
     (``Oracle.sampled``) within ``CATALOG_BUDGET`` cases per op and dtype.
     """
@@ -237,6 +238,8 @@ def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), ora
             changes["budget"], changes["budget_seconds"] = 0, 0.0
         if "probe_dtypes" not in given:
             changes["probe_dtypes"] = True
+        if "overloads" in config.search:
+            changes["ops"] = unreached.with_unreached(config.ops)
     else:
         if "oracles" not in given:  # the sampled oracles not asked for: a share of the budget
             changes["sampled"] = tuple(o for o in oracles.sampled() if o not in config.oracles)
@@ -259,6 +262,11 @@ def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = No
         units = select.units(config.ops, config.dtypes, config.device, probe=config.probe_dtypes)
         if not frame.resumed:
             _note_unswept(frame, config.ops, units)
+            by_overloads: dict[tuple[str, ...], list[str]] = {}  # norm, norm.fro, norm.inf: one packet, one note
+            for op, overloads in unreached.added(config.ops).items():
+                by_overloads.setdefault(overloads, []).append(op)
+            for overloads, named in by_overloads.items():
+                frame.note("overloads", f"{', '.join(named)}: no sample reaches {', '.join(overloads)}; swept from their schema")
         finished = frame.store.finished_units(frame.run.id)
         todo = [u for u in units if u.key not in finished]
         frame.start(units=len(units), done=len(units) - len(todo))

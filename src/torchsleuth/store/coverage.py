@@ -3,7 +3,10 @@
 Design note. ``cases.reach.found`` says which overloads an op's packets have
 kernels for; each stored outcome says which its case reached
 (``Outcome.reached``, in the store's ``reached`` table, from cases that
-were judged: a kernel that refused the call is not covered). What is left is
+were judged: a kernel that refused the call is not covered); an overload
+counts as reached when any case of the run reached it, the op's own or
+another's (a pointed run sweeps the overloads its op's samples never reach
+from their schema, ``cases.unreached``). What is left is
 named with the reason a reader can act on: no case of that variant ran, no
 case passed a Python number (``--search overloads``), the kernel is a
 composite one no trace can see, or no sample reaches it. Variants swept that
@@ -69,6 +72,9 @@ def of_run(store, run) -> Coverage:
         return Coverage()
     counts = store.variant_counts(run.id)
     reached = store.reached(run.id)
+    # an overload is reached by any case of the run: an op's own, or an overload swept from its schema on its behalf
+    # (cases.unreached), which its name says it called even where it decomposes before a trace sees it
+    anywhere = set().union(*reached.values()) | {op for op, hits in reached.items() if hits and reach.overload(op) is not None}
     direct = called_directly(store.outcome_rows(run.id))
     searched = tuple(run.config.get("search") or ())
     catalog = opinfo.catalog()
@@ -79,7 +85,7 @@ def of_run(store, run) -> Coverage:
             continue
         variants = {v for (o, v) in counts if o == op}
         overloads = reach.found(entry)
-        hit = tuple(o for o in overloads if o in reached.get(op, ()))
+        hit = tuple(o for o in overloads if o in anywhere)
         missed = tuple((o, why(entry, o, variants, searched)) for o in overloads if o not in hit)
         extra = tuple((v, counts[(op, v)]) for v in opinfo.undeclared(entry) if (op, v) in counts)
         internal = tuple(sorted(o for o in direct.get(op, ()) if o not in overloads))
