@@ -41,7 +41,9 @@ searches (--search; calls OpInfo's samples never make, as edits of a sample):
 
 depth (--depth): a run pointed at a few ops (--ops naming at most {POINTED_OPS}) goes deep:
 every sample, every search with no budget, the cheap oracles
-({", ".join(BUILTIN.of_cost("cheap"))}), the dtypes not declared probed (--probe-dtypes).
+({", ".join(BUILTIN.of_cost("cheap"))}), the dtypes not declared probed (--probe-dtypes),
+and, with the overloads search, every overload of the ops' packets no sample reaches, swept
+from its schema (aten.norm.ScalarOpt_dim under norm).
 Any other run is the catalog sweep: {DEFAULT_SAMPLES} samples per op and dtype, every search and a
 sample of the cases of the oracles {", ".join(BUILTIN.sampled())} within --budget (default {CATALOG_BUDGET} searched
 cases per op and dtype, spread over those planned; the summary says how many ran; --oracles none

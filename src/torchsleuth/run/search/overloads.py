@@ -19,6 +19,11 @@ at (``cases.reach.number_slots``), this search plans two kinds of edit:
 The value is the first element's, so it is exact in the case's dtype and
 every reference sees the same number. An edit the op refuses makes the case
 raise: loud, never a finding.
+
+The overloads no such edit reaches (``norm.ScalarOpt_dim``, ``fill.Tensor``,
+``isin.Tensor_Scalar``) are no edits of a sample: in a pointed run with this
+search, ``sweep.depth`` adds them as ops of their own, swept from their
+schema (``cases.unreached``).
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ import torch
 from ...cases import opinfo, reach
 from ...errors import UsageError
 
-DESCRIPTION = "a Python number in place of a tensor where an overload takes one (add.Scalar, pow.Tensor_Scalar, clamp's bounds)"
+DESCRIPTION = ("a Python number in place of a tensor where an overload takes one (add.Scalar, pow.Tensor_Scalar, clamp's bounds); "
+               "in a pointed run, the overloads no sample reaches, swept from their schema")
 VERB = "scalar"
 FORM = "scalar:PATH or scalar:PATH@OVERLOAD"
 
