@@ -69,15 +69,20 @@ def findings(tmp_path, *argv: str) -> tuple[int, list[dict]]:
     return status, json.loads((out / "findings.json").read_text())["findings"]
 
 
-@pytest.fixture
-def planted_threshold_backward(tmp_path):
-    """A .py file that plants a stride-ignoring threshold_backward; unplanted again after the test (the CLI loads it here too)."""
-    path = tmp_path / "plant.py"
-    path.write_text(THRESHOLD_BACKWARD)
+def plant_file(path, source: str):
+    """Writes ``source`` (a module defining ``library``) to ``path`` and yields the path; after the test, the kernels the
+    CLI's ``--import`` of it registered are unregistered."""
+    path.write_text(source)
     yield str(path)
     loaded = IMPORTED.pop(str(path), None)
     if loaded is not None:
         loaded["library"]._destroy()
+
+
+@pytest.fixture
+def planted_threshold_backward(tmp_path):
+    """A .py file that plants a stride-ignoring threshold_backward; unplanted again after the test (the CLI loads it here too)."""
+    yield from plant_file(tmp_path / "plant.py", THRESHOLD_BACKWARD)
 
 
 @pytest.fixture(scope="module")

@@ -17,22 +17,11 @@ import pytest
 from torchsleuth.cases import schema, unreached
 from torchsleuth.cli.main import main
 from torchsleuth.config import SweepConfig
-from torchsleuth.run.imports import IMPORTED
 from torchsleuth.sweep import depth
 
-NORM_SCALAROPT_DIM = '''
-import warnings
+from test_schema_ops import AS_IF_CONTIGUOUS, plant_file  # the stride-ignoring read, and its plant, as that test has them
 
-import torch
-
-
-def as_if_contiguous(t):
-    strides, step = [], 1
-    for n in reversed(t.shape):
-        strides.insert(0, step)
-        step *= max(n, 1)
-    return t.as_strided(t.shape, strides, t.storage_offset())
-
+NORM_SCALAROPT_DIM = AS_IF_CONTIGUOUS + '''
 
 def norm(self, p, dim, keepdim=False):
     # the bug: self's strides ignored
@@ -51,12 +40,7 @@ POINTED = ["--ops", "norm.fro", "--dtypes", "float32", "--variants", "functional
 
 @pytest.fixture
 def planted_norm(tmp_path):
-    path = tmp_path / "plant.py"
-    path.write_text(NORM_SCALAROPT_DIM)
-    yield str(path)
-    loaded = IMPORTED.pop(str(path), None)
-    if loaded is not None:
-        loaded["library"]._destroy()
+    yield from plant_file(tmp_path / "plant.py", NORM_SCALAROPT_DIM)
 
 
 def run(tmp_path, *extra: str) -> tuple[int, dict]:
