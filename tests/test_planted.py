@@ -56,6 +56,7 @@ SWEEPS = {
     "out_of_view_write": dict(ops="fill", variants=("inplace",), layouts=("contiguous", "strided", "offset", "empty")),
     "storage_offset": dict(ops="sum", variants=("functional",), layouts=("contiguous", "offset")),
     "random_coverage": dict(ops="uniform", variants=("inplace",), layouts=("contiguous", "transposed", "strided")),
+    "random_coverage_tensor_p": dict(ops="bernoulli_", variants=("inplace",), layouts=("contiguous", "transposed", "strided")),
     "accumulation_bfloat16": dict(ops="sum", dtypes=("bfloat16",), variants=("functional",), layouts=("contiguous",)),
     "accumulation_float32": dict(ops="sum", variants=("functional",), layouts=("contiguous",)),
     "crash": dict(ops="neg,abs", variants=("functional",), layouts=("contiguous", "transposed", "strided", "offset"), workers=1),
@@ -245,6 +246,27 @@ def test_random_fill_skipping_elements_of_a_noncontiguous_self_is_random_coverag
         assert 0 < f.mismatch.mismatched < f.mismatch.numel and f.mismatch.path == "input"
     assert {placed(f).get("input", "contiguous") for f in result.findings} == {"transposed", "strided"}, listing(result)
     assert all_judged(result) and result.statuses.get("pass", 0) > 0
+
+
+def bernoulli_tensor_p_skipping_noncontiguous_elements(self, p, *, generator=None):
+    """``bernoulli_(p)`` with a probability per element that draws only every other element of a non-contiguous
+    ``self``: a kernel of its own (``bernoulli_.Tensor``), not the one a float ``p`` reaches."""
+    draws = (torch.rand(self.shape, dtype=torch.float64, generator=generator) < p.double()).to(self.dtype)
+    if self.is_contiguous():
+        return self.copy_(draws)
+    every_other = torch.arange(self.numel()).reshape(self.shape) % 2 == 0
+    return self.copy_(torch.where(every_other, draws, self))  # the bug
+
+
+def test_bernoulli_with_a_probability_per_element_skipping_elements_of_a_noncontiguous_self_is_random_coverage(plant, run_sweep):
+    plant("bernoulli_.Tensor", bernoulli_tensor_p_skipping_noncontiguous_elements)
+    result = run_sweep(config("random_coverage_tensor_p"))
+    assert result.findings, listing(result)
+    for f in result.findings:
+        expected = ("random_coverage", "contract", "aten.bernoulli_.Tensor", "bernoulli_", "inplace")
+        assert (f.kind, f.reference, f.op, f.opinfo, f.variant) == expected, listing(result)
+    assert {placed(f).get("input", "contiguous") for f in result.findings} == {"transposed", "strided"}, listing(result)
+    assert result.statuses.get("pass", 0) > 0  # the float p's cases, and the contiguous ones
 
 
 # --- 7. precision reference: low-precision accumulation ----------------------------

@@ -38,11 +38,11 @@ class ExtraOp:
 
         for shape in ((10,), (5, 5), (4, 3, 5)):
             t = make_tensor(shape, dtype=dtype, device=device)
-            for args, kwargs in self._make_args(dtype):
+            for args, kwargs in self._make_args(dtype, t):
                 yield SimpleNamespace(input=t, args=args, kwargs=kwargs)  # what cases.opinfo reads of a SampleInput
 
 
-def _random_args(dtype):
+def _random_args(dtype, t):
     if dtype == torch.bool:
         yield (), {}
         return
@@ -51,9 +51,11 @@ def _random_args(dtype):
     yield (-2, 7) if dtype not in (torch.uint8,) else (1, 7), {}
 
 
-def _bernoulli_args(dtype):
-    yield (0.5,), {}
+def _bernoulli_args(dtype, t):
+    yield (0.5,), {}  # bernoulli_.float
     yield (), {"p": 0.25}
+    # bernoulli_.Tensor, a kernel of its own: a probability per element, laid out as self is (a strided p is read too)
+    yield (torch.linspace(0.1, 0.9, t.numel()).reshape(t.shape),), {}
 
 
 def ops() -> tuple:
