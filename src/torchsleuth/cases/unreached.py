@@ -77,8 +77,12 @@ def _candidates(name: str) -> tuple[str, ...]:
 
 
 def with_unreached(ops: tuple[str, ...]) -> tuple[str, ...]:
-    """``ops`` and, after them, every overload ``unreached`` names for one of them (each once)."""
-    return tuple(dict.fromkeys([*ops, *(o for name in ops for o in unreached(name))]))
+    """``ops`` and, after them, every overload ``unreached`` names for one of them (each once). Their entries are made
+    now, so that their candidate calls are probed together, in one child process (``cases.schema``), not one each."""
+    extra = [o for o in dict.fromkeys(o for name in ops for o in unreached(name)) if o not in ops]
+    for name in extra:
+        schema.for_name(name)
+    return (*ops, *extra)
 
 
 class _Names(TorchDispatchMode):
