@@ -183,10 +183,16 @@ def _probed_siblings(opinfo) -> dict[str, Callable]:
     return {variant: function for variant, function in candidates.items() if _probe(opinfo, variant, function)}
 
 
+def probe_dtype(opinfo) -> torch.dtype | None:
+    """The dtype a few of the op's samples are tried in to learn what its calls do: the first of ``_PROBE_DTYPES`` it
+    supports on the CPU, else any it supports; None for none."""
+    supported = dtypes(opinfo, "cpu")
+    return next((d for d in _PROBE_DTYPES if d in supported), next(iter(sorted(supported, key=str)), None))
+
+
 def _probe(opinfo, variant: str, function: Callable) -> bool:
     """Whether ``function`` works as the op's ``variant`` on one of a few samples, and never gives another shape or dtype."""
-    supported = dtypes(opinfo, "cpu")
-    dtype = next((d for d in _PROBE_DTYPES if d in supported), next(iter(sorted(supported, key=str)), None))
+    dtype = probe_dtype(opinfo)
     if dtype is None:
         return False
     worked = False

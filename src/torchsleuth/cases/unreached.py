@@ -16,8 +16,8 @@ entry (``select.covered_by_opinfo``), so without this nothing calls them.
 in-place overloads of the op's own packets (not its backward's: the backward
 variant reaches that) that are schema entries (``schema.why_not`` is empty:
 not random, not out=, a CPU kernel, ...), less the ones a traced call of the
-entry's first samples named (functional and in-place, in the first dtype of
-``PROBE_DTYPES`` the entry supports), and less those the ``overloads`` search
+entry's first samples named (functional and in-place, in the dtype its
+in-place and out= siblings are probed in, ``opinfo.probe_dtype``), and less those the ``overloads`` search
 reaches by a Python number where the samples pass a tensor
 (``reach.number_slots``). A ``CompositeImplicitAutograd`` overload is kept:
 no trace names it, and called by name it runs its own decomposition
@@ -40,8 +40,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import opinfo, reach, schema
 
-# The dtype the entry's samples are traced in: the first of these it supports.
-PROBE_DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool, torch.complex64)
 # Samples traced per variant: the overloads a sample reaches are few, and the first samples reach them.
 TRACED = 8
 
@@ -99,8 +97,7 @@ class _Names(TorchDispatchMode):
 def _traced(name: str) -> frozenset[str]:
     """The aten overloads the first ``TRACED`` samples of catalog op ``name`` reach, functional and in-place."""
     entry = opinfo.get(name)
-    supported = opinfo.dtypes(entry, "cpu")
-    dtype = next((d for d in PROBE_DTYPES if d in supported), None)
+    dtype = opinfo.probe_dtype(entry)
     if dtype is None:
         return frozenset()
     functions = {variant: f for variant, f in opinfo.functions(entry).items() if variant in ("functional", "inplace")}
