@@ -45,6 +45,16 @@ def assignments(tensors: dict[str, torch.Tensor], layouts: tuple[str, ...], *, w
     return found
 
 
+def jointly(tensors: dict[str, torch.Tensor], layouts: tuple[str, ...]) -> list[Assignment]:
+    """The all-contiguous assignment, then each layout on every tensor it fits at once: one a layout (the widest of
+    ``assignments``' for it). What a searched case whose point is its layouts is tried under."""
+    widest: dict[str, Assignment] = {}
+    for assignment in assignments(tensors, layouts):
+        if assignment and len(assignment) > len(widest.get(assignment[0][1], ())):
+            widest[assignment[0][1]] = assignment
+    return [(), *widest.values()]
+
+
 def cases_for(*, op: str, variant: str, dtype: str, device: str, sample: int, tensors: dict[str, torch.Tensor], layouts: tuple[str, ...],
               written: frozenset[str] = frozenset()) -> list[Case]:
     if variant == "out":  # only the outputs are laid out: a joint-only layout would reach no input

@@ -17,17 +17,21 @@
   on a fresh copy of the same storage gives the same bits;
 * random fills (``normal_``, ``uniform_``, ...): every element of self is
   drawn, whatever it held before, and holds a value the distribution can
-  produce (``random_coverage``).
+  produce (``random_coverage``);
+* draws: every element a random op draws is one its own parameters allow
+  (``judge.draws``: ``mean`` exactly where ``std`` is 0, never a category of
+  probability 0; ``random_coverage``), in every variant, layout and device.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..cases import layouts
+from ..cases import layouts, reach
 from ..dtypes import is_inexact
 from ..run.transfer import to_host
 from . import compare as cmp
+from . import draws as draw_rules
 from . import random as random_oracle
 from .context import Context, bits_equal, changed, renamed, same_bytes
 from .records import Mismatch
@@ -192,6 +196,35 @@ def _random_fill(ctx: Context, targets: list[str]) -> None:
         problem = random_oracle.implausible(ctx.facts.op, values, ev.prepared.args, ev.prepared.kwargs)
         if problem:
             ctx.report("random_coverage", "contract", f"random in-place {ctx.short()} on {ctx.describe(path)} self draws {problem}")
+
+
+def draws(ctx: Context) -> None:
+    """The result of a random op's kernel against what its parameters allow (judge.draws), when that op is the call's
+    last computing one (the call returns its draw) and nothing else found the case wrong."""
+    ev = ctx.ev
+    recorded = ev.refs.trace.draws
+    if ctx.findings or ctx.case.variant == "backward" or not recorded or recorded[-1][0] != ctx.facts.op:
+        return
+    op, params, sources = recorded[-1]
+    if ctx.case.variant in ("inplace", "out"):
+        targets = [p for p in ev.prepared.tensors if p in ev.prepared.written]
+        drawn = [(p, ev.prepared.tensors[p]) for p in targets[:1]]
+        # the repro calls the overload this variant reaches, with the written tensor as its self or out
+        called = op if op.split(".")[1].endswith("_") else reach.sibling(op, ctx.case.variant)
+        if called is None or not drawn:
+            return
+        sources = {**sources, ("self" if ctx.case.variant == "inplace" else "out"): drawn[0][0]}
+    else:
+        called = op
+        drawn = [(p, t) for p, t in cmp.flatten(ev.ran.result) if isinstance(t, torch.Tensor)][:1]
+    for path, t in drawn:
+        wrong = draw_rules.ruled_out(op, params, t)
+        if wrong:
+            what, count, numel = wrong
+            ctx.report("random_coverage", "contract", f"{ctx.name()} on {ctx.placed()} draws {what}: {count} of {numel} element(s)",
+                       Mismatch(path=path, attribute="draws", expected="draws its parameters allow", actual=what,
+                                mismatched=count, numel=numel),
+                       data=draw_rules.encode(called, params, sources))
 
 
 def out(ctx: Context) -> None:

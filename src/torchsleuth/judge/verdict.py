@@ -61,6 +61,8 @@ def judge(ev: Evidence, *, override: tuple[float, float] | None = None, seconds:
         if not case.layouts:
             precision(ctx)
             device(ctx)
+    if ctx.facts.random:
+        contracts.draws(ctx)
     status = "finding" if ctx.findings else "pass"
     return Outcome(case=case, status=status, reason="; ".join(ctx.notes), findings=tuple(ctx.findings), seconds=seconds)
 

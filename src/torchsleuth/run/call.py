@@ -306,7 +306,7 @@ def rebuilt(ran: Ran, prepared: Prepared, *, device: str | None = None) -> tree.
 
 def traced(prepared: Prepared, tensors: tree.Tensors) -> tuple[Trace, frozenset[str]]:
     """The ops the call dispatches to, and the paths whose storage a schema says is written."""
-    tracer = Tracer()
+    tracer = Tracer(tensors)
     try:
         with tracer:
             compute(prepared, tensors)

@@ -71,6 +71,10 @@ class Trace:
     ops: list = field(default_factory=list)  # OpOverload, in call order
     written: set = field(default_factory=set)  # data_ptr of every storage a schema says is written
     repeated_writes: bool = False  # an op wrote one element twice through its indices, in no specified order (run.unordered)
+    # (overload, schema name -> argument, schema name -> sample path) of each op that draws random numbers, its tensors
+    # copied to the CPU before the call, and which of them is a tensor of the sample as it is: what judge.draws reads
+    # the parameters of a draw from, and what a repro script calls the overload with
+    draws: list = field(default_factory=list)
 
     def names(self) -> list[str]:
         return [str(op) for op in self.ops]
@@ -92,9 +96,11 @@ def _display(op) -> str:
 
 
 class Tracer(TorchDispatchMode):
-    def __init__(self):
+    def __init__(self, tensors: dict | None = None):
+        """``tensors``: the call's tensors by sample path, to tell which a random op is given as it is."""
         super().__init__()
         self.trace = Trace()
+        self._paths = {_key(t): path for path, t in (tensors or {}).items() if isinstance(t, torch.Tensor)}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -102,6 +108,10 @@ class Tracer(TorchDispatchMode):
         if not self.trace.repeated_writes:
             self.trace.repeated_writes = repeats(func, args, kwargs)
         schema = func._schema
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            bound = _bound(schema, args, kwargs)
+            sources = {name: self._paths[_key(t)] for name, t in bound.items() if isinstance(t, torch.Tensor) and _key(t) in self._paths}
+            self.trace.draws.append((_display(func), {n: _copy(v) for n, v in bound.items()}, sources))
         undeclared = UNDECLARED_WRITES.get(schema.name, ())
         for position, argument in enumerate(schema.arguments):
             alias = argument.alias_info
@@ -112,3 +122,23 @@ class Tracer(TorchDispatchMode):
                 if isinstance(t, torch.Tensor):
                     self.trace.written.add(t.untyped_storage().data_ptr())
         return func(*args, **kwargs)
+
+
+def _bound(schema, args: tuple, kwargs: dict) -> dict:
+    """The call's arguments by schema name."""
+    bound = {a.name: value for a, value in zip(schema.arguments, args)}
+    bound.update(kwargs)
+    return bound
+
+
+def _copy(value):
+    """A tensor copied to the CPU (an in-place draw overwrites its self); anything else as it is."""
+    return value.detach().to("cpu", copy=True) if isinstance(value, torch.Tensor) else value
+
+
+def _key(t: torch.Tensor) -> tuple:
+    """A tensor as one view of one storage: the same key is the same tensor, values and layout."""
+    try:
+        return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype) if t.layout == torch.strided else (id(t),)
+    except RuntimeError:  # a tensor without storage
+        return (id(t),)

@@ -14,7 +14,9 @@ Design note. What ``main`` checks follows the finding, not the variant alone
 * ``contract``: the storage before and after the call (writes outside the
   view, an input changed), strides and identity of a written tensor, or the
   two prefilled runs of a random in-place op (elements never drawn), or the
-  support of the distribution (values it cannot produce: scripts.support).
+  support of the distribution (values it cannot produce: scripts.support),
+  or a random op's kernel called with the case's tensors against what its
+  parameters allow (scripts.draws).
 * ``isolation`` (crash, hang): the call in a child process of the script.
 
 The tolerance is the table's atol and rtol only: the judge may have widened
@@ -34,7 +36,7 @@ import torch
 from ..judge.records import Finding
 from ..run.call import prefills
 from ..run.records import CallSpec
-from . import parts
+from . import draws, parts
 from .kit import HANG_SECONDS
 from .support import SUPPORT, method, support
 
@@ -68,7 +70,7 @@ def check_of(finding: Finding) -> str:
     if finding.kind in ("out_of_view_write", "input_mutated"):
         return finding.kind
     if finding.kind == "random_coverage":
-        return "coverage" if finding.mismatch else "support"
+        return "draws" if attribute == "draws" else "coverage" if finding.mismatch else "support"
     return ""
 
 
@@ -83,6 +85,8 @@ def why_not(finding: Finding) -> str:
             "the call was not recorded (a crash or hang is seen from outside the worker, before its "
             f"tensors are described); rerun the case {finding.case_id!r} to get one"
         )
+    if check_of(finding) == "draws":  # the overload is called directly: no public name nor argument source is needed
+        return draws.why_not(finding)
     if call.why_not:
         return call.why_not
     if not call.function:
@@ -290,5 +294,6 @@ CHECKS = {
     "identity": identity,
     "coverage": coverage,
     "support": support,
+    "draws": draws.draws_script,
     "isolation": isolation,
 }

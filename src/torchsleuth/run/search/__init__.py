@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import arguments, internal, long_dims, overloads, values  # noqa: F401  (verbs.py imports them too)
+from . import arguments, draws, internal, long_dims, overloads, values  # noqa: F401  (verbs.py imports them too)
 
 Planner = Callable[[str, str, str, object], list[tuple[str, ...]]]
 
@@ -36,6 +36,7 @@ SEARCHES: dict[str, Planner] = {
     "long": long_dims.plan,
     "overloads": overloads.plan,
     "internal": internal.plan,
+    "draws": draws.plan,
 }
 
 # What each search looks for, for --help and the summary.
@@ -45,6 +46,7 @@ DESCRIPTIONS = {
     "long": long_dims.DESCRIPTION,
     "overloads": overloads.DESCRIPTION,
     "internal": internal.DESCRIPTION,
+    "draws": draws.DESCRIPTION,
 }
 
 
@@ -64,8 +66,10 @@ def plan(searches: tuple[str, ...], op: str, variant: str, dtype: str, sample) -
 
 def laid_out(op: str, edits: tuple[str, ...], sample, layouts: tuple[str, ...]) -> list:
     """The layout assignments a searched case is tried under: all contiguous (``[()]``), or, for a direct call of an
-    internal kernel (``internal``), each of the sweep's ``layouts`` on its tensors."""
-    return internal.assignments(op, edits, sample, layouts)
+    internal kernel (``internal``) and a random op's decisive parameters (``draws``), each of the sweep's ``layouts``
+    on its tensors."""
+    found = draws.assignments(edits, sample, layouts)
+    return found if found is not None else internal.assignments(op, edits, sample, layouts)
 
 
 def within(planned: list, budget: int) -> list:

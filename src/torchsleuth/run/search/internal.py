@@ -75,8 +75,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...cases import opinfo, reach
-from ...cases.plan import Assignment, spread
-from ...cases.plan import assignments as layout_assignments
+from ...cases.plan import Assignment, jointly, spread
 from ...errors import UsageError
 from .. import call, tree
 from ..samples import samples_of
@@ -165,12 +164,7 @@ def assignments(op: str, edits: tuple[str, ...], sample, layouts: tuple[str, ...
     for e in edits[: edits.index(chosen[-1]) + 1]:
         if e.startswith(VERB + ":"):
             sample = apply(sample, e.partition(":")[2], op=op)
-    # each layout on every tensor it fits at once: one case a layout (the widest of plan.assignments' for it)
-    widest: dict[str, Assignment] = {}
-    for assignment in layout_assignments(tree.sample_tensors(sample), layouts):
-        if assignment and len(assignment) > len(widest.get(assignment[0][1], ())):
-            widest[assignment[0][1]] = assignment
-    return [(), *widest.values()]
+    return jointly(tree.sample_tensors(sample), layouts)  # each layout on every tensor it fits at once
 
 
 def apply(sample, rest: str, *, op: str = ""):

@@ -106,7 +106,7 @@ def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
     """One case per special set of ``dtype`` (and a cross case for several tensors), each after the growth edits."""
     if variant not in VARIANTS:
         return []
-    kind = _kind(op)
+    kind = op_kind(op)
     if kind == "random":
         return []
     wanted = getattr(torch, dtype)
@@ -178,7 +178,7 @@ def _eligible(t: torch.Tensor, dtype: torch.dtype, kind: str) -> bool:
 
 
 @functools.cache
-def _kind(op: str) -> str:
+def op_kind(op: str) -> str:
     """"pointwise", "reduction", "random" or "" (anything else), from OpInfo's classes and aten's tags."""
     entry = opinfo.get(op)
     classes = opclass.classes(entry)

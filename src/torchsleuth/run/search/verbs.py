@@ -12,16 +12,17 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import arguments, internal, overloads, values
+from . import arguments, draws, internal, overloads, values
 
 VERBS: dict[str, Callable] = {
     values.VERB: values.apply,
     arguments.VERB: arguments.apply,
     overloads.VERB: overloads.apply,
     internal.VERB: internal.apply,
+    draws.VERB: draws.apply,
 }
 # The form of each verb's edit, for the error message of an unknown edit.
-FORMS: tuple[str, ...] = (values.FORM, arguments.FORM, overloads.FORM, internal.FORM)
+FORMS: tuple[str, ...] = (values.FORM, arguments.FORM, overloads.FORM, internal.FORM, draws.FORM)
 # Verbs whose edit re-runs the op itself (the internal search re-traces its call), so they are given its name too.
 TAKE_OP = frozenset({internal.VERB})
 
