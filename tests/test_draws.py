@@ -58,6 +58,19 @@ with warnings.catch_warnings():
     library.impl("multinomial", multinomial, "CPU")
 '''
 
+NORMAL_FLOAT_TENSOR = AS_IF_CONTIGUOUS + '''
+
+def normal(mean, std, *, generator=None):
+    z = torch.empty(std.shape, dtype=std.dtype).normal_(generator=generator)
+    return z * as_if_contiguous(std) + mean  # the bug: std's strides ignored
+
+
+library = torch.library.Library("aten", "IMPL")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    library.impl("normal.float_Tensor", normal, "CPU")
+'''
+
 FLAGS = ["--dtypes", "float32", "--oracles", "none", "--no-progress", "--workers", "1"]
 
 
@@ -116,7 +129,10 @@ def test_factories_draw_in_range_and_randperm_permutes():
 def test_the_search_gives_each_parameter_the_set_its_schema_name_calls_for_whatever_wrapper_calls_the_op():
     sample = next(s for s in samples_of("normal", "float32") if s.input.dim() == 3)  # torch.normal(mean, std)
     mean = sample.input
-    assert search.plan("normal", "functional", "float32", sample) == [("draw:args[0]=deviation", "draw:input=mean")]
+    drawn = ("draw:args[0]=deviation", "draw:input=mean")
+    # and each parameter another overload takes as a number (normal.Tensor_float's std, normal.float_Tensor's mean) made one
+    assert search.plan("normal", "functional", "float32", sample) == [drawn, (*drawn, "scalar:args[0]"), (*drawn, "scalar:input")]
+    assert search.plan("normal", "inplace", "float32", sample) == [drawn]
     assert search.plan("normal", "backward", "float32", sample) == []
     assert search.plan("add", "functional", "float32", sample) == []  # not a random op
     edited = search.apply(sample, "args[0]=deviation")
@@ -161,6 +177,20 @@ def test_a_multinomial_that_ignores_the_weights_strides_is_found(tmp_path, plant
     status, report = run(tmp_path, "multinomial", "--import", planted_multinomial)
     assert status == 1
     assert "categories of probability 0" in _found(report, "aten.multinomial.default")[0]["summary"]
+
+
+@pytest.fixture
+def planted_normal(tmp_path):
+    yield from plant_file(tmp_path / "plant_normal.py", NORMAL_FLOAT_TENSOR)
+
+
+def test_an_overload_only_a_number_parameter_reaches_is_found(tmp_path, planted_normal):
+    # no sample of any normal entry calls normal.float_Tensor (a number mean, a tensor std), and the overloads search
+    # leaves random ops alone: the draws search makes the mean a number
+    status, report = run(tmp_path, "normal", "--import", planted_normal)
+    assert status == 1
+    found = _found(report, "aten.normal.float_Tensor")
+    assert all("scalar:input" in f["found_as"] for f in found) and "where std is 0" in found[0]["summary"]
 
 
 def test_the_same_runs_without_the_plants_are_clean(tmp_path):

@@ -149,6 +149,43 @@ def test_in_place_overload_is_the_inplace_variant_and_the_functional_one_clones(
     assert eval(opinfo.public_name(entry, "functional"))(x).sum() == 0 and torch.equal(x, -torch.ones(3))
 
 
+NORM_OUT = AS_IF_CONTIGUOUS + '''
+
+def norm_out(self, p, dim, keepdim=False, *, out):
+    result = torch.linalg.vector_norm(self, 2 if p is None else p, dim, keepdim)
+    as_if_contiguous(out).copy_(result)  # the bug: out's strides ignored
+    return out
+
+
+library = torch.library.Library("aten", "IMPL")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    library.impl("norm.out", norm_out, "CPU")
+'''
+
+
+@pytest.fixture
+def planted_norm_out(tmp_path):
+    yield from plant_file(tmp_path / "plant_norm_out.py", NORM_OUT)
+
+
+def test_an_overload_swept_from_its_schema_has_its_out_overload_for_out_variant(tmp_path, planted_norm_out):
+    entry = schema.for_name("aten.norm.ScalarOpt_dim")
+    assert entry.supports_out and opinfo.public_name(entry, "out") == "torch.ops.aten.norm.out"
+    assert not schema.for_name("aten.threshold_backward.default").supports_out  # its out= tensor is grad_input, not out
+    def run(where, *extra):  # FAST's variants are the functional one alone
+        out = tmp_path / where
+        argv = ["--ops", "aten.norm.ScalarOpt_dim", "--variants", "out", "--layouts", "transposed,strided", "--dtypes", "float32",
+                "--search", "none", "--oracles", "none", "--no-shrink", "--no-progress", "--workers", "1", *extra]
+        status = main(["ops", *argv, "--out", str(out), "--json", str(out / "findings.json")])
+        return status, json.loads((out / "findings.json").read_text())["findings"]
+
+    status, found = run("planted", "--import", planted_norm_out)
+    assert status == 1 and {(f["op"], f["variant"]) for f in found} == {("aten.norm.out", "out")}
+    assert {"transposed", "strided"} & set().union(*map(layouts_of, found))
+    assert run("clean") == (0, [])
+
+
 def test_names_resolve_to_overloads():
     assert select.resolve_ops("aten.add") == ("aten.add.Scalar", "aten.add.Tensor")  # covered by OpInfo, named all the same
     matched = select.resolve_ops("aten.threshold*")

@@ -132,7 +132,7 @@ def functions(opinfo) -> dict[str, Callable]:
     if getattr(opinfo, "inplace_variant", None) is not None:
         found["inplace"] = opinfo.inplace_variant
     if getattr(opinfo, "supports_out", False):
-        found["out"] = opinfo.op
+        found["out"] = getattr(opinfo, "out_variant", None) or opinfo.op  # an op swept from its schema: its out= overload
     if getattr(opinfo, "supports_autograd", False):
         found["backward"] = opinfo.op
     return {**found, **_siblings(opinfo)}

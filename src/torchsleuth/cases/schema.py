@@ -16,7 +16,10 @@ backward ones. Nothing is probed before a stage asks.
 An in-place overload (a schema argument ``Tensor(a!)``) is the entry's
 ``inplace_variant``; its functional ``op`` calls it on clones of what it
 writes, so the functional variant leaves its inputs alone. Out= overloads are
-no entries (they are their functional op's out variant).
+no entries: one that takes the functional overload's arguments and one tensor
+``out`` (``norm.out`` of ``norm.ScalarOpt_dim``) is the entry's out variant,
+called directly (``out_variant``); one with several out= tensors, or one
+named otherwise (``grad_input``), is not swept.
 
 Some overloads are not entries (``excluded``): those that draw random
 numbers, that have no CPU kernel, that belong to a backend or tensor kind
@@ -185,6 +188,15 @@ def namespaces() -> frozenset[str]:
 # --- the entry -------------------------------------------------------------------------------------
 
 
+def _out_sibling(op):
+    """The out= overload that takes ``op``'s arguments and one tensor ``out`` (``norm.out`` of ``norm.ScalarOpt_dim``),
+    or None: the out variant of an op swept from its schema calls it."""
+    name = reach.sibling(str(op), "out")
+    outs = [a.name for a in reach.overload(name)._schema.arguments if getattr(a, "is_out", False)] if name else []
+    return reach.overload(name) if outs == ["out"] else None
+
+
+
 class SchemaOp:
     """An OpInfo-like entry of one overload, its samples generated from its schema and probed on the CPU."""
 
@@ -204,6 +216,9 @@ class SchemaOp:
         self.op = schema_calls.OverloadCall(op, written)
         in_place = written == (0,) and torch.Tag.inplace_view not in op.tags
         self.inplace_variant = schema_calls.OverloadCall(op) if in_place else None
+        out = _out_sibling(op) if namespace == "aten" and not written else None
+        self.out_variant = schema_calls.OverloadCall(out) if out is not None else None  # the out= overload, called directly
+        self.supports_out = out is not None
         first = schema.arguments[:1]
         self.reason = schema_calls.unsupported(schema) or ("" if first and not first[0].kwarg_only else "it takes no positional argument")
         self._working: dict[torch.dtype, tuple[schema_calls.Call, ...]] = {}  # filled by one probe (``_probed``)
@@ -239,7 +254,7 @@ class SchemaOp:
 
     def public_name(self, variant: str) -> str:
         """A repro script's expression for the variant's callable ("torch.ops.aten.relu_.default"); "" where it has none."""
-        function = self.inplace_variant if variant == "inplace" else self.op
+        function = {"inplace": self.inplace_variant, "out": self.out_variant}.get(variant, self.op)
         return function.expression() if function is not None else ""
 
     def _probed(self) -> None:

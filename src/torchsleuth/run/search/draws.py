@@ -17,20 +17,29 @@ misread element meets another value. The case is tried under every layout
 of the sweep at once (``cases.plan.jointly``): its point is the parameter
 tensors laid out as the kernel rarely sees them. The edit is
 ``draw:PATH=SET``.
+
+The overloads search leaves random ops alone, so the overloads that take a
+parameter as a number (``normal.float_Tensor``, ``normal.Tensor_float``:
+kernels of their own) are reached here: for a functional call with two or
+more parameter tensors, one more case per parameter some overload takes as
+a number, that tensor made a number after it
+took its set (``scalar:PATH``: the set's first value, ``std`` 0 or ``mean``
+-1000), the others laid out every way.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import torch
 
-from ...cases import opinfo
+from ...cases import opinfo, reach
 from ...cases.plan import jointly
 from ...errors import UsageError
 from .. import tree
 from ..trace import Tracer
-from . import values
+from . import overloads, values
 
 DESCRIPTION = ("a random op's parameters at values that decide the draw (p of 0 and 1, std of 0, categories of probability 0), "
                "laid out every way")
@@ -46,6 +55,8 @@ SETS = {
     "weights": (0.0, 1.0, 0.0, 0.0, 2.0, 0.0, 0.5),  # categories of probability 0, and any 3 in a row hold one that is not
     "counts": (0.0, 3.0, 7.0, 1.0, 12.0, 5.0, 2.0),  # binomial's count, whole numbers
 }
+# Schema types of a number argument (normal.Tensor_float's std is a float, add.Scalar's other a Scalar)
+NUMBERS = (torch._C.FloatType, torch._C.IntType, torch._C.NumberType)
 # (packet, schema argument) -> set: the arguments a draw is made from.
 ROLES = {
     ("normal", "mean"): "mean",
@@ -60,15 +71,30 @@ ROLES = {
 
 
 def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
-    """One case: every parameter tensor of the sample's draw at its set."""
+    """Every parameter tensor of the sample's draw at its set; then, for each parameter some overload of the op takes
+    as a number (``normal.Tensor_float``'s ``std``), the same with that parameter a number: its set's first value."""
     if variant not in VARIANTS or values.op_kind(op) != "random" or not getattr(torch, dtype).is_floating_point:
         return []
-    roles = _roles(op, sample)
-    return [tuple(f"{VERB}:{path}={name}" for path, name in sorted(roles.items()))] if roles else []
+    packet, roles = _roles(op, sample)
+    if not roles:
+        return []
+    edits = tuple(f"{VERB}:{path}={name}" for path, (_, name) in sorted(roles.items()))
+    slots = _number_slots(packet) if variant == "functional" and len(roles) > 1 else frozenset()
+    numbers = [f"{overloads.VERB}:{path}" for path, (argument, _) in sorted(roles.items()) if argument in slots]
+    return [edits, *((*edits, number) for number in numbers)]
 
 
-def _roles(op: str, sample) -> dict[str, str]:
-    """Sample path -> set, for the tensors the sample's first draw takes as a parameter (traced on the CPU)."""
+@functools.cache
+def _number_slots(packet: str) -> frozenset[str]:
+    """The arguments of aten packet ``packet`` one functional overload takes as a tensor and another as a number."""
+    functional = [reach.overload(o)._schema for o in reach.overloads(packet) if not reach.is_out(o)]
+    tensors = {a.name for schema in functional for a in schema.arguments if reach.takes_tensor(a)}
+    return frozenset(a.name for schema in functional for a in schema.arguments if a.name in tensors and isinstance(a.type, NUMBERS))
+
+
+def _roles(op: str, sample) -> tuple[str, dict[str, tuple[str, str]]]:
+    """The packet of the sample's first draw (traced on the CPU), and sample path -> (schema name, set) for the tensors
+    it takes as a parameter."""
     tensors = {path: t for path, t in tree.sample_tensors(sample).items() if t.is_floating_point() and t.numel() and t.device.type == "cpu"}
     tracer = Tracer(tensors)
     with warnings.catch_warnings():
@@ -77,12 +103,12 @@ def _roles(op: str, sample) -> dict[str, str]:
             with tracer:
                 opinfo.functions(opinfo.get(op))["functional"](sample.input, *sample.args, **sample.kwargs)
         except Exception:  # a sample the op refuses draws nothing
-            return {}
+            return "", {}
     if not tracer.trace.draws:
-        return {}
+        return "", {}
     drawn, _, sources = tracer.trace.draws[0]
-    packet = drawn.split(".")[1].rstrip("_")
-    return {path: ROLES[packet, name] for name, path in sources.items() if (packet, name) in ROLES}
+    packet = drawn.split(".")[1]
+    return packet, {path: (name, ROLES[packet.rstrip("_"), name]) for name, path in sources.items() if (packet.rstrip("_"), name) in ROLES}
 
 
 def apply(sample, rest: str):
@@ -107,4 +133,7 @@ def assignments(edits: tuple[str, ...], sample, layouts: tuple[str, ...]):
     """Every layout at once on the sample's tensors, for a case of this search; None for any other case."""
     if not any(e.startswith(VERB + ":") for e in edits):
         return None
+    for edit in edits:  # a parameter made a number is no tensor to lay out
+        if edit.startswith(overloads.VERB + ":"):
+            sample = overloads.apply(sample, edit.partition(":")[2])
     return jointly(tree.sample_tensors(sample), layouts)
