@@ -8,6 +8,8 @@ documented. (No ``from __future__ import annotations``: torch 2.4's custom_op re
 """
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -183,6 +185,11 @@ def test_an_overload_swept_from_its_schema_has_its_out_overload_for_out_variant(
     status, found = run("planted", "--import", planted_norm_out)
     assert status == 1 and {(f["op"], f["variant"]) for f in found} == {("aten.norm.out", "out")}
     assert {"transposed", "strided"} & set().union(*map(layouts_of, found))
+    # its repro calls norm.out, against the functional overload (norm.out without out= raises)
+    script = tmp_path / "planted" / found[0]["repro"]
+    assert "torch.ops.aten.norm.ScalarOpt_dim(" in script.read_text()
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "BUG PRESENT" in done.stdout, done.stdout + done.stderr
     assert run("clean") == (0, [])
 
 

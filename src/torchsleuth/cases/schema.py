@@ -72,7 +72,7 @@ _EFFECTS = ("_print", "_assert_", "_functional_assert_", "sym_constrain_range", 
             "set_", "resize", "_resize", "record_stream", "_local_scalar_dense", "_make_dep_token")
 
 
-OUT = "an out= overload: swept as the out variant of its functional op"
+OUT = "an out= overload: swept as the out variant of its functional op where it takes one tensor out"
 
 
 def excluded(op) -> str:

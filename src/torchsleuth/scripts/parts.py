@@ -267,6 +267,9 @@ def reference_source(finding: Finding, call: CallSpec) -> tuple[str, str]:
     if call.variant == "out":
         tree.keywords = [k for k in tree.keywords if k.arg != "out"]
         what = "the same call without out="
+        if call.function.startswith("torch.ops.aten.") and finding.opinfo.startswith("aten."):  # an out= overload called directly
+            tree.func = ast.parse(f"torch.ops.{finding.opinfo}", mode="eval").body
+            what = f"its functional overload {finding.opinfo}"
     if finding.reference in ("precision", "device"):
         tree = _Retarget(finding.dtype, wide=finding.reference == "precision").visit(tree)
     where = {
