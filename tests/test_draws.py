@@ -71,6 +71,20 @@ with warnings.catch_warnings():
     library.impl("normal.float_Tensor", normal, "CPU")
 '''
 
+BERNOULLI_OUT = AS_IF_CONTIGUOUS + '''
+
+def bernoulli_out(p, *, generator=None, out):
+    u = torch.empty(p.shape, dtype=p.dtype).uniform_(generator=generator)
+    out.copy_((u < as_if_contiguous(p)).to(out.dtype))  # the bug: p's strides ignored, in the out= kernel alone
+    return out
+
+
+library = torch.library.Library("aten", "IMPL")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    library.impl("bernoulli.out", bernoulli_out, "CPU")
+'''
+
 FLAGS = ["--dtypes", "float32", "--oracles", "none", "--no-progress", "--workers", "1"]
 
 
@@ -132,7 +146,7 @@ def test_the_search_gives_each_parameter_the_set_its_schema_name_calls_for_whate
     drawn = ("draw:args[0]=deviation", "draw:input=mean")
     # and each parameter another overload takes as a number (normal.Tensor_float's std, normal.float_Tensor's mean) made one
     assert search.plan("normal", "functional", "float32", sample) == [drawn, (*drawn, "scalar:args[0]"), (*drawn, "scalar:input")]
-    assert search.plan("normal", "inplace", "float32", sample) == [drawn]
+    assert search.plan("normal", "inplace", "float32", sample) == search.plan("normal", "out", "float32", sample) == [drawn]
     assert search.plan("normal", "backward", "float32", sample) == []
     assert search.plan("add", "functional", "float32", sample) == []  # not a random op
     edited = search.apply(sample, "args[0]=deviation")
@@ -191,6 +205,22 @@ def test_an_overload_only_a_number_parameter_reaches_is_found(tmp_path, planted_
     assert status == 1
     found = _found(report, "aten.normal.float_Tensor")
     assert all("scalar:input" in f["found_as"] for f in found) and "where std is 0" in found[0]["summary"]
+
+
+@pytest.fixture
+def planted_bernoulli_out(tmp_path):
+    yield from plant_file(tmp_path / "plant_bernoulli_out.py", BERNOULLI_OUT)
+
+
+def test_an_out_kernel_that_ignores_p_strides_is_found_and_its_repro_calls_that_kernel(tmp_path, planted_bernoulli_out):
+    # an out= case lays out only out; the search's cases lay out p as well
+    status, report = run(tmp_path, "bernoulli", "--variants", "out", "--import", planted_bernoulli_out)
+    assert status == 1
+    found = _found(report, "aten.bernoulli.out")
+    script = (tmp_path / "out" / found[0]["repro"]).read_text()
+    assert "OP = 'aten.bernoulli.out'" in script and "RULE = 'aten.bernoulli.default'" in script
+    done = subprocess.run([sys.executable, str(tmp_path / "out" / found[0]["repro"])], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "BUG PRESENT" in done.stdout, done.stdout + done.stderr
 
 
 def test_the_same_runs_without_the_plants_are_clean(tmp_path):

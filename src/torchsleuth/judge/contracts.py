@@ -224,7 +224,7 @@ def draws(ctx: Context) -> None:
             ctx.report("random_coverage", "contract", f"{ctx.name()} on {ctx.placed()} draws {what}: {count} of {numel} element(s)",
                        Mismatch(path=path, attribute="draws", expected="draws its parameters allow", actual=what,
                                 mismatched=count, numel=numel),
-                       data=draw_rules.encode(called, params, sources))
+                       data=draw_rules.encode(called, params, sources, rule=op))
 
 
 def out(ctx: Context) -> None:

@@ -148,12 +148,13 @@ def _whole(v: torch.Tensor, low, high):
     return _found(f"values outside [{low}, {high})", bad)
 
 
-def encode(op: str, params: dict, sources: dict) -> str:
-    """What a draws finding's repro script reads back (``Finding.data``): the overload, which of its tensor arguments is
-    which tensor of the call (by sample path), and its other arguments that are plain numbers; None for the rest."""
+def encode(op: str, params: dict, sources: dict, rule: str = "") -> str:
+    """What a draws finding's repro script reads back (``Finding.data``): the overload to call, which of its tensor
+    arguments is which tensor of the call (by sample path), its other arguments that are plain numbers, and the
+    overload whose rule judges the draw (``rule``: the functional one an in-place or out= overload is a sibling of)."""
     numbers = {name: value for name, value in params.items() if name not in sources and _plain(value)}
     unknown = sorted(name for name, value in params.items() if name not in sources and name not in numbers and value is not None)
-    return json.dumps({"op": op, "tensors": sources, "numbers": numbers, "unknown": unknown})
+    return json.dumps({"op": op, "rule": rule or op, "tensors": sources, "numbers": numbers, "unknown": unknown})
 
 
 def _plain(value) -> bool:

@@ -44,6 +44,7 @@ def draws_script(finding: Finding, call: CallSpec, torch_version: str) -> list[s
     _, packet, overload = op.split(".")
     constants = [
         f"OP = {op!r}  # the overload that drew, called directly",
+        f"RULE = {record.get('rule', op)!r}  # the overload whose rule judges the draw (OP's functional sibling)",
         f"TENSORS = {tensors!r}  # its tensor arguments: which tensor of the call each is",
         f"NUMBERS = {numbers!r}  # its other arguments",
         f"SIGMAS = {rules.SIGMAS!r}",
@@ -60,7 +61,7 @@ def draws_script(finding: Finding, call: CallSpec, torch_version: str) -> list[s
         "    params.update(NUMBERS)",
         "    torch.manual_seed(CALL_SEED)",
         f"    result = torch.ops.aten.{packet}.{overload}(**params)",
-        "    wrong = ruled_out(OP, params, result)",
+        "    wrong = ruled_out(RULE, params, result)",
         "    if wrong:",
         '        print(f"{wrong[1]} of {wrong[2]} element(s) are {wrong[0]}")',
     ]

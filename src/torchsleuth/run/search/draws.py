@@ -8,14 +8,15 @@ draw a category of probability 0. OpInfo's samples hold probabilities and
 deviations drawn uniformly from an open range, so a kernel that reads its
 parameters through the wrong strides draws values they allow just as well.
 
-This search plans, for a random op's functional and in-place calls, one
-case per sample: each parameter tensor given a set below by what it is to
+This search plans, for a random op's functional, in-place and out= calls,
+one case per sample: each parameter tensor given a set below by what it is to
 the kernel (its schema name, found by tracing the sample's call on the CPU:
 whatever wrapper OpInfo calls through, ``torch.normal``'s ``std`` is the
 same), each set a cycle of 7 values, like the ``values`` search's, so a
 misread element meets another value. The case is tried under every layout
 of the sweep at once (``cases.plan.jointly``): its point is the parameter
-tensors laid out as the kernel rarely sees them. The edit is
+tensors laid out as the kernel rarely sees them (an out= case too, whose
+planned cases lay out only ``out``). The edit is
 ``draw:PATH=SET``.
 
 The overloads search leaves random ops alone, so the overloads that take a
@@ -46,7 +47,7 @@ DESCRIPTION = ("a random op's parameters at values that decide the draw (p of 0 
 VERB = "draw"
 FORM = "draw:PATH=SET"
 
-VARIANTS = ("functional", "inplace")
+VARIANTS = ("functional", "inplace", "out")
 # Each a cycle of 7 values every floating dtype holds exactly.
 SETS = {
     "probability": (0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0),  # bernoulli's p: every draw decided
