@@ -42,7 +42,7 @@ def assert_no_plant_here() -> None:
 # --- the real thing ---------------------------------------------------------------------
 
 
-@pytest.mark.slow  # 1 to 3 minutes on 2 shared cores: twelve sweeps, each starting torch in a worker
+@pytest.mark.slow  # 1 to 3 minutes on 2 shared cores: thirteen sweeps, each starting torch in a worker
 def test_drill_catches_every_class_with_a_clean_control(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # a wide terminal: the table's prose on one line
     path = tmp_path / "drill.json"
@@ -96,6 +96,13 @@ def test_a_finding_on_another_layout_than_planted_is_missed(missing):
     assert {f.kind for f in elsewhere.findings} == {"dropped_write"} and elsewhere.findings
     assert elsewhere.why_missed.startswith(f"{len(elsewhere.findings)} findings, none the expected one: ")
     assert "dropped_write (layout) on input=transposed" in elsewhere.why_missed
+
+
+def test_the_draws_class_is_missed_without_the_draws_search():
+    # OpInfo's own probabilities lie in (0, 1): a p misread through its strides still draws 0s and 1s they allow
+    result = drill([dataclasses.replace(BY_NAME["random_draws"], search=())], workers=1)
+    assert (result.classes[0].caught, result.classes[0].findings) == (False, ())
+    assert_no_plant_here()
 
 
 def test_missed_classes_are_reported_as_not_trustworthy(missing):

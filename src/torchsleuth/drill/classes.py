@@ -12,7 +12,8 @@ that a report points at the bug, not only that it noticed one.
 
 The sweeps match those of tests/test_planted.py, which plants the same
 kernels (drill.kernels) in its own process and checks more about each
-finding; these are the few facts a user needs to see on their own machine.
+finding (tests/test_draws.py plants its own stride-ignoring ``bernoulli``);
+these are the few facts a user needs to see on their own machine.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class BugClass:
     layouts: tuple[str, ...] = ("contiguous",)
     samples: int = 1
     timeout: float = DEFAULT_TIMEOUT
+    search: tuple[str, ...] = ()  # the searches whose cases reach the planted condition
 
     @property
     def expected(self) -> str:
@@ -105,6 +107,12 @@ CLASSES: tuple[BugClass, ...] = (
         name="random_coverage", op="uniform", condition="uniform_ fills every other element of a non-contiguous self",
         kind="random_coverage", reference="contract", ops=("aten.uniform_.default",), trigger=(("input", "strided"),),
         plant=f"{PLANTS}.random_coverage", variants=("inplace",), layouts=("contiguous", "strided"),
+    ),
+    BugClass(
+        # only the draws search's probabilities of 0 and 1 tell a misread p: OpInfo's are in (0, 1)
+        name="random_draws", op="bernoulli", condition="bernoulli reads its probabilities p as if contiguous",
+        kind="random_coverage", reference="contract", ops=("aten.bernoulli.default",), trigger=(("input", "strided"),),
+        plant=f"{PLANTS}.random_draws", variants=("functional",), layouts=("contiguous", "strided"), search=("draws",),
     ),
     BugClass(
         # two samples: the first, and the last, which is the engine's long reduction (3 x 1024)

@@ -151,6 +151,15 @@ def uniform_skipping_noncontiguous_elements(self, low=0.0, high=1.0, *, generato
     return self.copy_(torch.where(every_other, draws, self))  # the bug
 
 
+# --- random draws: what the parameters allow -------------------------------------------
+
+
+def bernoulli_reading_p_as_if_contiguous(self, *, generator=None):
+    """``bernoulli`` that reads its probabilities (``self``) from storage in row-major order, whatever their strides."""
+    p = self.as_strided(self.shape, torch.empty(self.shape).stride(), self.storage_offset())  # the bug
+    return (torch.empty(self.shape, dtype=torch.float64).uniform_(generator=generator) < p).to(self.dtype)
+
+
 # --- precision reference: low-precision accumulation ------------------------------------
 
 

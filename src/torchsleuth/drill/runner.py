@@ -98,7 +98,7 @@ def planted(bug: BugClass, *, shrink: bool = True) -> SweepConfig:
     """The class's sweep: its op, dtypes, variants and layouts, with its plant in the worker."""
     return SweepConfig(
         command="drill", ops=(bug.op,), dtypes=bug.dtypes, variants=bug.variants, layouts=bug.layouts,
-        samples=bug.samples, timeout=bug.timeout, workers=1, imports=(bug.plant,), shrink=shrink,
+        samples=bug.samples, timeout=bug.timeout, workers=1, imports=(bug.plant,), shrink=shrink, search=bug.search,
     )
 
 
@@ -111,7 +111,7 @@ def control_config(classes: Sequence[BugClass], *, shrink: bool = True) -> Sweep
     samples = 0 if any(c.samples == 0 for c in classes) else max(c.samples for c in classes)
     return SweepConfig(
         command="drill", ops=tuple(dict.fromkeys(c.op for c in classes)), dtypes=union("dtypes"),
-        variants=union("variants"), layouts=union("layouts"), samples=samples, workers=1, shrink=shrink,
+        variants=union("variants"), layouts=union("layouts"), samples=samples, workers=1, shrink=shrink, search=union("search"),
     )
 
 
