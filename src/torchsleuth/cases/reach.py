@@ -249,6 +249,14 @@ def sibling(name: str, variant: str) -> str | None:
     return None
 
 
+def single_out(name: str):
+    """The out= overload that takes functional overload ``name``'s arguments and one tensor ``out`` (``norm.out`` of
+    ``norm.ScalarOpt_dim``), or None: the out variant of an op swept from its schema calls it."""
+    found = sibling(name, "out")
+    outs = [a.name for a in overload(found)._schema.arguments if getattr(a, "is_out", False)] if found else []
+    return overload(found) if outs == ["out"] else None
+
+
 # --- calling an overload directly ----------------------------------------------------------
 
 

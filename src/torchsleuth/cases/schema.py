@@ -188,15 +188,6 @@ def namespaces() -> frozenset[str]:
 # --- the entry -------------------------------------------------------------------------------------
 
 
-def _out_sibling(op):
-    """The out= overload that takes ``op``'s arguments and one tensor ``out`` (``norm.out`` of ``norm.ScalarOpt_dim``),
-    or None: the out variant of an op swept from its schema calls it."""
-    name = reach.sibling(str(op), "out")
-    outs = [a.name for a in reach.overload(name)._schema.arguments if getattr(a, "is_out", False)] if name else []
-    return reach.overload(name) if outs == ["out"] else None
-
-
-
 class SchemaOp:
     """An OpInfo-like entry of one overload, its samples generated from its schema and probed on the CPU."""
 
@@ -216,7 +207,7 @@ class SchemaOp:
         self.op = schema_calls.OverloadCall(op, written)
         in_place = written == (0,) and torch.Tag.inplace_view not in op.tags
         self.inplace_variant = schema_calls.OverloadCall(op) if in_place else None
-        out = _out_sibling(op) if namespace == "aten" and not written else None
+        out = reach.single_out(str(op)) if namespace == "aten" and not written else None
         self.out_variant = schema_calls.OverloadCall(out) if out is not None else None  # the out= overload, called directly
         self.supports_out = out is not None
         first = schema.arguments[:1]
