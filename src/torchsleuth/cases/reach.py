@@ -160,6 +160,10 @@ def _element(kind):
     return kind.getElementType() if isinstance(kind, torch._C.OptionalType) else kind
 
 
+# Schema types of a number argument: a Scalar (add.Scalar's other), and a float or an int (normal.Tensor_float's std)
+ANY_NUMBER = (torch._C.NumberType, torch._C.FloatType, torch._C.IntType)
+
+
 def takes_number(argument) -> bool:
     return isinstance(_element(argument.type), torch._C.NumberType)
 
@@ -177,14 +181,20 @@ def number_slots(entry) -> dict[str, tuple[str, ...]]:
     return _number_slots(aten_name(entry))
 
 
+def any_number_slots(packet: str) -> frozenset[str]:
+    """``number_slots``' argument names for aten packet ``packet``, a ``float`` or ``int`` counting as a number as a
+    ``Scalar`` does (``normal.Tensor_float``'s ``std``)."""
+    return frozenset(_number_slots(packet, ANY_NUMBER))
+
+
 @functools.cache
-def _number_slots(name: str) -> dict[str, tuple[str, ...]]:
+def _number_slots(name: str, kinds: tuple = (torch._C.NumberType,)) -> dict[str, tuple[str, ...]]:
     functional = [o for o in overloads(name) if not is_out(o)]
     tensor_names = {a.name for o in functional for a in overload(o)._schema.arguments if takes_tensor(a)}
     slots: dict[str, list[str]] = {}
     for o in functional:
         for a in overload(o)._schema.arguments:
-            if takes_number(a) and a.name in tensor_names:
+            if isinstance(_element(a.type), kinds) and a.name in tensor_names:
                 slots.setdefault(a.name, []).append(o)
     return {k: tuple(v) for k, v in slots.items()}
 

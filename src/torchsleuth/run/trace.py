@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .unordered import repeats
+from .unordered import bound_arguments, repeats
 
 # Ops that move or describe data without computing: never the "op" of a finding.
 PLUMBING = frozenset(
@@ -109,7 +109,7 @@ class Tracer(TorchDispatchMode):
             self.trace.repeated_writes = repeats(func, args, kwargs)
         schema = func._schema
         if torch.Tag.nondeterministic_seeded in func.tags:
-            bound = _bound(schema, args, kwargs)
+            bound = bound_arguments(func, args, kwargs)
             sources = {name: self._paths[_key(t)] for name, t in bound.items() if isinstance(t, torch.Tensor) and _key(t) in self._paths}
             self.trace.draws.append((_display(func), {n: _copy(v) for n, v in bound.items()}, sources))
         undeclared = UNDECLARED_WRITES.get(schema.name, ())
@@ -122,13 +122,6 @@ class Tracer(TorchDispatchMode):
                 if isinstance(t, torch.Tensor):
                     self.trace.written.add(t.untyped_storage().data_ptr())
         return func(*args, **kwargs)
-
-
-def _bound(schema, args: tuple, kwargs: dict) -> dict:
-    """The call's arguments by schema name."""
-    bound = {a.name: value for a, value in zip(schema.arguments, args)}
-    bound.update(kwargs)
-    return bound
 
 
 def _copy(value):

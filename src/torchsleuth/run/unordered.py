@@ -40,7 +40,7 @@ def _repeats_in(func, args: tuple, kwargs: dict) -> bool:
     name, overload = func._schema.name.split("::")[-1], func._overloadname
     if name not in DECLARED:  # the tracer asks of every op it sees
         return False
-    bound = _bound(func, args, kwargs)
+    bound = bound_arguments(func, args, kwargs)
     self = bound.get("self")
     if not isinstance(self, torch.Tensor):
         return False
@@ -60,7 +60,8 @@ def _repeats_in(func, args: tuple, kwargs: dict) -> bool:
     return False
 
 
-def _bound(func, args: tuple, kwargs: dict) -> dict:
+def bound_arguments(func, args: tuple, kwargs: dict) -> dict:
+    """A dispatched call's arguments by schema name."""
     found = {argument.name: value for argument, value in zip(func._schema.arguments, args)}
     found.update(kwargs)
     return found

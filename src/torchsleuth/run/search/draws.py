@@ -30,7 +30,6 @@ took its set (``scalar:PATH``: the set's first value, ``std`` 0 or ``mean``
 
 from __future__ import annotations
 
-import functools
 import warnings
 
 import torch
@@ -56,8 +55,6 @@ SETS = {
     "weights": (0.0, 1.0, 0.0, 0.0, 2.0, 0.0, 0.5),  # categories of probability 0, and any 3 in a row hold one that is not
     "counts": (0.0, 3.0, 7.0, 1.0, 12.0, 5.0, 2.0),  # binomial's count, whole numbers
 }
-# Schema types of a number argument (normal.Tensor_float's std is a float, add.Scalar's other a Scalar)
-NUMBERS = (torch._C.FloatType, torch._C.IntType, torch._C.NumberType)
 # (packet, schema argument) -> set: the arguments a draw is made from.
 ROLES = {
     ("normal", "mean"): "mean",
@@ -80,17 +77,9 @@ def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
     if not roles:
         return []
     edits = tuple(f"{VERB}:{path}={name}" for path, (_, name) in sorted(roles.items()))
-    slots = _number_slots(packet) if variant == "functional" and len(roles) > 1 else frozenset()
+    slots = reach.any_number_slots(packet) if variant == "functional" and len(roles) > 1 else frozenset()
     numbers = [f"{overloads.VERB}:{path}" for path, (argument, _) in sorted(roles.items()) if argument in slots]
     return [edits, *((*edits, number) for number in numbers)]
-
-
-@functools.cache
-def _number_slots(packet: str) -> frozenset[str]:
-    """The arguments of aten packet ``packet`` one functional overload takes as a tensor and another as a number."""
-    functional = [reach.overload(o)._schema for o in reach.overloads(packet) if not reach.is_out(o)]
-    tensors = {a.name for schema in functional for a in schema.arguments if reach.takes_tensor(a)}
-    return frozenset(a.name for schema in functional for a in schema.arguments if a.name in tensors and isinstance(a.type, NUMBERS))
 
 
 def _roles(op: str, sample) -> tuple[str, dict[str, tuple[str, str]]]:
