@@ -9,13 +9,18 @@ its ``out`` corrupted; reading a marked storage raises as the real corruption do
 
 from __future__ import annotations
 
+import weakref
+
 import pytest
 import torch
 
 from torchsleuth import SweepConfig, resolve_ops
 from torchsleuth.run import call
 
-CORRUPTED: list[int] = []  # the data pointers of the storages the planted kernel corrupted
+# the storages the planted kernel corrupted, by data pointer: a reference to the storage itself (torch keeps one Python
+# object per storage), so that a later storage made at the same address once this one is freed is not taken for it
+# (the test failed now and then inside torchsleuth, reading a fresh storage of the next case as corrupted)
+CORRUPTED: dict[int, weakref.ref] = {}
 CORRUPTING: list[bool] = []  # whether it corrupts: set by the test
 
 
@@ -24,7 +29,7 @@ def tril_out(self, diagonal=0, *, out):
     keep = (torch.arange(self.shape[-1]) - rows) <= diagonal
     out.copy_(torch.where(keep, self, torch.zeros((), dtype=self.dtype)))
     if CORRUPTING:
-        CORRUPTED.append(out.untyped_storage().data_ptr())
+        CORRUPTED[out.untyped_storage().data_ptr()] = weakref.ref(out.untyped_storage())
     return out
 
 
@@ -35,7 +40,8 @@ def corrupting_tril(plant, monkeypatch):
     read = call.storage_of
 
     def storage_of(t):
-        if t.untyped_storage().data_ptr() in CORRUPTED:
+        marked = CORRUPTED.get(t.untyped_storage().data_ptr())
+        if marked is not None and marked() is t.untyped_storage():
             raise RuntimeError("unknown parameter type")
         return read(t)
 
