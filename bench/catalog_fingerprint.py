@@ -1,6 +1,6 @@
 """What a worker reads of OpInfo's catalog, as one JSON line: the same in every process that loads the same catalog.
 
-    python bench/catalog_fingerprint.py preload     # as the pool's fork server loads it (run.preload), beside a GPU
+    python bench/catalog_fingerprint.py preload     # as the pool's fork server loads it (workers.preload), beside a GPU
     python bench/catalog_fingerprint.py context     # as a worker loads it, after making its CUDA context
 
 Per op (every op; the float32 samples of every 5th): the dtypes it declares on the CPU and CUDA (and for backward on
@@ -34,7 +34,7 @@ def fingerprint(opinfo, torch) -> dict:
 
 def main() -> int:
     if sys.argv[1] == "preload":
-        from torchsleuth.run import preload
+        from torchsleuth.workers import preload
         head = {"catalog": preload.CATALOG, "fork_safe": preload.FORK_SAFE}
     else:
         import torch

@@ -69,11 +69,11 @@ class Log:
 def record(args) -> int:
     from sweep_profile import catalog_config, op_sample
 
-    from torchsleuth.run.pool import Pool
+    from torchsleuth.workers.pool import Pool
     try:
-        from torchsleuth.run.starts import server_holds_catalog
-    except ImportError:  # a tree before run.starts: its pool module holds the answer, or none
-        from torchsleuth.run import pool as pool_module
+        from torchsleuth.workers.starts import server_holds_catalog
+    except ImportError:  # a tree before workers.starts: its pool module holds the answer, or none
+        from torchsleuth.workers import pool as pool_module
 
         def server_holds_catalog():
             return getattr(pool_module, "_server_catalog", None)
@@ -101,7 +101,7 @@ def record(args) -> int:
     def start(pool, *args, **kwargs):
         slot = original["_start"](pool, *args, **kwargs)
         log.write(worker=replacing[-1] if replacing else None, why="replace" if replacing else "first", pid=slot.process.pid)
-        if not counts["started"]:  # how the workers start: forked, or spawned (run.pool.start_context); the server answered
+        if not counts["started"]:  # how the workers start: forked, or spawned (workers.pool.start_context); the server answered
             log.write(start_method=pool.context.get_start_method(), server_catalog=server_holds_catalog())
         counts["started"] += 1
         return slot

@@ -12,7 +12,7 @@ export PYTHONUNBUFFERED=1
 NEW=$PWD
 PYTHONPATH=/tmp/site:$NEW/src timeout 60 python3 -c "
 import time; t = time.time()
-import torch, torchsleuth.sweep, torchsleuth.run.preload as p
+import torch, torchsleuth.sweep, torchsleuth.workers.preload as p
 print('torch', torch.__version__, 'FORK_SAFE', p.FORK_SAFE, 'CATALOG', p.CATALOG, 'initialized', torch.cuda.is_initialized(), f'{time.time() - t:.1f} s')
 " > $OUT/probe.txt 2>&1
 PYTHONPATH=/tmp/site:$NEW/src timeout 200 python3 bench/worker_start.py --device cuda --rounds 1 --replacements 4 > $OUT/worker_start.txt 2>&1

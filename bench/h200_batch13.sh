@@ -18,6 +18,6 @@ for tree in ${TREES:-new old new old}; do
 done
 export PYTHONPATH=/tmp/site:$NEW/src
 [ -n "${WATCH_ONLY:-}" ] && exit 0
-python3 -c "from torchsleuth.run.pool import default_start; print('default start beside cuda:', default_start('cuda'))" > $OUT/pointed.txt 2>&1
+python3 -c "from torchsleuth.workers.pool import default_start; print('default start beside cuda:', default_start('cuda'))" > $OUT/pointed.txt 2>&1
 timeout 150 python3 -m torchsleuth.cli.main ops --device cuda --ops abs,addcmul --no-progress --out $W/p >> $OUT/pointed.txt 2>&1
 echo "exit $?" >> $OUT/pointed.txt

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Device call of the 2026-12-03 session (1x H200, torch 2.11), after bench/h200_batch14.sh: the whole catalog as a
 # timeline (runs C-G's command) with the working tree: a unit's rest split among idle workers once no unit is left to
-# hand out (run.dispatch), half the workers kept as spares then (run.pool), a case set aside after a fifth of its time.
+# hand out (workers.dispatch), half the workers kept as spares then (workers.pool), a case set aside after a fifth of its time.
 set -u
 OUT=${1:?out dir}
 W=/tmp/batch15; rm -rf $W; mkdir -p $W

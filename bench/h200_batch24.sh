@@ -1,6 +1,6 @@
 #!/bin/bash
 # Device call of the 2026-12-03 (third) session (1x H200, torch 2.11): OpInfo's catalog loaded in the pool's fork
-# server beside the GPU (run.preload as on the branch catalog-in-fork-server, not landed: the compute capability from
+# server beside the GPU (workers.preload as on the branch catalog-in-fork-server, not landed: the compute capability from
 # NVML, every other question for the device refused). Ran with RUNS=new (the device time was running out).
 # First what a worker reads of the catalog, loaded so and loaded as a worker loads it after making its context
 # (bench/catalog_fingerprint.py), and whether the server stayed safe to fork from; then every 10th op of the default

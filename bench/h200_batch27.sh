@@ -1,7 +1,7 @@
 #!/bin/bash
 # Device call of the 2026-12-03 (fourth) session (1x H200, torch 2.11): workers that wait for the GPU asleep
 # (devices.blocking_waits, the working tree) against workers that spin as CUDA chooses (HEAD's tree, .whl/head.tar;
-# both start the fork server before the sweep plans, run.starts.begin). First the CUDA tests of tests/test_waits.py and
+# both start the fork server before the sweep plans, workers.starts.begin). First the CUDA tests of tests/test_waits.py and
 # tests/test_transfer.py; then every 10th op of the default selection (the hanging special.laguerre/legendre left
 # out) as a timeline, new/old/new/old, and whether the runs agree; last the whole default catalog with the working
 # tree, as run I was made (bench/h200_batch23.sh). The blocking waits were slower and were not landed (the tree's

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Device call of the 2026-12-03 (fifth) session (1x H200, torch 2.11): the tests of tests/test_forkserver.py that
 # bench/h200_batch29.sh's time limit left unrun or that failed there (two that play a GPU on the CPU met a real one:
-# run.preload's own load at import now left out of them), with their tracebacks.
+# workers.preload's own load at import now left out of them), with their tracebacks.
 set -u
 OUT=${1:?out dir}
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >/dev/null 2>&1

@@ -1,4 +1,4 @@
-"""How long each phase of the fork server's preload (run.preload) takes, in one fresh process beside a GPU:
+"""How long each phase of the fork server's preload (workers.preload) takes, in one fresh process beside a GPU:
 importing torch and torchsleuth.sweep, the load tried in a forked child, the server's own load.
 
     python bench/preload_phases.py
@@ -20,7 +20,7 @@ import torchsleuth.sweep  # noqa: E402,F401  (what the server preloads first)
 imported = time.monotonic() - T0
 source = open(os.path.join(os.path.dirname(torchsleuth.__file__), "run", "preload.py")).read()
 top = source[:source.index("if not torch.cuda.is_available():")]  # the functions, not the load the module makes
-namespace = {"__name__": "torchsleuth.run._phases", "__package__": "torchsleuth.run"}
+namespace = {"__name__": "torchsleuth.workers._phases", "__package__": "torchsleuth.workers"}
 exec(compile(top, "preload.py", "exec"), namespace)
 capability = namespace["_nvml_capability"]()
 t = time.monotonic()

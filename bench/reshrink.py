@@ -15,7 +15,8 @@ import argparse
 import time
 from pathlib import Path
 
-from torchsleuth.sweep import result as stored_result, shrink_run
+from torchsleuth.frame import result as stored_result
+from torchsleuth.sweep import shrink_run
 from torchsleuth.config import SweepConfig
 from torchsleuth.report.outputs import write_outputs
 from torchsleuth import codec

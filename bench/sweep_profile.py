@@ -66,7 +66,7 @@ ROWS = (
     ("coverage", "judging", "cases.reach.reached: the aten overloads a case reached"),
     ("samples", "samples and planning", "run.samples: OpInfo's sample inputs (made once per unit, cached)"),
     ("planning", "samples and planning", "cases_for, the oracles' plans, search.plan/laid_out/within, engine._chosen"),
-    ("search edits", "samples and planning", "run.edits.apply: a searched case's edited sample"),
+    ("search edits", "samples and planning", "search.edits.apply: a searched case's edited sample"),
     ("pipe (pickle)", "pipe", "each event pickled and unpickled, as the worker's send and the parent's receive do"),
     ("store (SQLite)", "store", "sweep.Frame into store.sqlite.Store: outcomes, unit states, commits (the parent's work)"),
 )
@@ -169,7 +169,9 @@ def install(phases: Phases) -> None:
     from torchsleuth import engine
     from torchsleuth.cases import reach
     from torchsleuth.judge.plugin import Registry, family
-    from torchsleuth.run import call, edits, evidence, references, samples, search
+    from torchsleuth import search
+    from torchsleuth.run import call, evidence, references, samples
+    from torchsleuth.search import edits
     from torchsleuth.store.sqlite import Store
 
     _patch(phases, call, "execute", "device call")
@@ -229,10 +231,10 @@ def overhead_per_call() -> float:
 def catalog_config(device: str, ops: tuple[str, ...], *, workers: int, depth: str):
     """The config ``torchsleuth ops --device D --ops ... --no-shrink`` makes at ``depth`` (cli/ops.py's defaults)."""
     from torchsleuth.config import SweepConfig
-    from torchsleuth.run.search import DESCRIPTIONS
+    from torchsleuth.search import names as search_names
     from torchsleuth.sweep import depth as at_depth
 
-    config = SweepConfig(command="ops", device=device, ops=ops, workers=workers, shrink=False, search=tuple(DESCRIPTIONS))
+    config = SweepConfig(command="ops", device=device, ops=ops, workers=workers, shrink=False, search=search_names())
     return at_depth(config, deep=depth == "deep")
 
 
@@ -270,12 +272,12 @@ def child(job_path: str) -> int:
     from torchsleuth import _version
     from torchsleuth.engine import device_works, run_unit
     from torchsleuth.judge.plugin import BUILTIN
-    from torchsleuth.run.pool import DeviceLost
+    from torchsleuth.workers.pool import DeviceLost
     from torchsleuth.store.sqlite import Store
-    from torchsleuth.sweep import Frame, Silent
+    from torchsleuth.frame import Frame, Silent
 
     config = catalog_config(job["device"], tuple(job["ops"]), workers=0, depth=job["depth"])
-    torch.set_num_threads(max(1, config.threads))  # as run.pool's worker does
+    torch.set_num_threads(max(1, config.threads))  # as workers.pool's worker does
     units = shuffled_units(config)
     for name in (*config.oracles, *config.sampled):
         BUILTIN.get(name)  # imported now, not inside the window
@@ -524,9 +526,9 @@ class _Recorder:
 @contextlib.contextmanager
 def _parent_patches(recorder_of, store_seconds: list):
     """Frame.unit_begun timestamped, the parent's Store calls timed, the pool's worker starts counted; undone after."""
-    from torchsleuth.run.pool import Pool
+    from torchsleuth.workers.pool import Pool
     from torchsleuth.store.sqlite import Store
-    from torchsleuth.sweep import Frame
+    from torchsleuth.frame import Frame
 
     saved = {("frame", "unit_begun"): Frame.unit_begun}
     if hasattr(Pool, "_start"):  # a worker started: the first W, and each replacement (a device lost, a crash, a hang, a replay)

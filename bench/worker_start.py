@@ -3,7 +3,7 @@
     python bench/worker_start.py --device cuda [--workers 16] [--replacements 6] [--rounds 2]
 
 For each start method in turn (spawn, forkserver, spawn, forkserver, ... ``--rounds`` times), a local pool
-(``torchsleuth.run.pool.Pool``, the sweep's ``warm`` and preload, no warm spares) with ``--workers`` workers:
+(``torchsleuth.workers.pool.Pool``, the sweep's ``warm`` and preload, no warm spares) with ``--workers`` workers:
 
 * **first**: seconds from the pool's first start until every worker has made its device's context and answered
   an empty unit (the sweep's first units wait for this); the fork server's first round includes its own start
@@ -33,8 +33,8 @@ def empty_unit(unit, config, skip, only):
 def one_round(method: str, args) -> dict:
     from sweep_profile import catalog_config
 
-    from torchsleuth.run.dispatch import Callbacks
-    from torchsleuth.run.pool import Pool
+    from torchsleuth.workers.dispatch import Callbacks, Settings, Work
+    from torchsleuth.workers.pool import Pool
     from torchsleuth.sweep import warm
 
     config = catalog_config(args.device, ("abs",), workers=args.workers, depth="catalog")
@@ -42,8 +42,8 @@ def one_round(method: str, args) -> dict:
     callbacks = Callbacks(skip_for=lambda unit: set(), on_outcome=lambda unit, outcome: None,
                           on_failed=lambda *a: None, on_collateral=lambda *a: None,
                           on_unit_done=lambda unit, state, detail: done.append((unit, state)))
-    pool = Pool(empty_unit, None, config, workers=args.workers, timeout=120, warm=warm, spares=0, start=method,
-                preload=("torchsleuth.sweep",))
+    pool = Pool(Work(run=empty_unit, config=config, warm=warm),
+                Settings(workers=args.workers, timeout=120, spares=0, start=method, preload=("torchsleuth.sweep",)))
     began = time.monotonic()
     pool.run([f"u{i}" for i in range(args.workers)], callbacks, close=False)
     first = time.monotonic() - began

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent / "src" / "torchsleuth"
 FLOORS = (
     ("errors", "_version", "dtypes", "devices", "codec"),
     ("cases",),
-    ("config", "run"),
+    ("config", "run", "workers"),
+    ("search",),
     ("judge",),
     ("scripts",),
     ("oracles",),
@@ -28,8 +29,9 @@ FLOORS = (
     ("shrink",),
     ("store",),
     ("report",),
-    ("sweep",),
-    ("optim", "shard", "watch", "drill", "check"),
+    ("frame",),
+    ("sweep", "optim", "shard", "watch"),
+    ("drill", "check"),
     ("cli", "api", "pytest_plugin"),
 )
 # Siblings on one floor that may import each other (config reads cases' records,

@@ -21,7 +21,7 @@ from torchsleuth.cli.main import main
 from torchsleuth.errors import UsageError
 from torchsleuth.judge.draws import ruled_out
 from torchsleuth.run.samples import samples_of
-from torchsleuth.run.search import draws as search
+from torchsleuth.search import draws as search
 
 from test_schema_ops import AS_IF_CONTIGUOUS, plant_file  # the stride-ignoring read, and its plant, as that test has them
 
@@ -155,7 +155,7 @@ def test_the_search_gives_each_parameter_the_set_its_schema_name_calls_for_whate
     assert search.plan("normal.number_mean", "functional", "float32", number_mean) == [("draw:args[0]=mean",)]  # its lambda swaps them
     with pytest.raises(UsageError, match="allowed: probability"):
         search.apply(sample, "input=nope")
-    laid = search.assignments(("draw:input=mean",), sample, ("contiguous", "transposed", "strided"))
+    laid = search.assignments("normal", ("draw:input=mean",), sample, ("contiguous", "transposed", "strided"))
     assert laid[0] == () and {layout for assignment in laid[1:] for _, layout in assignment} == {"transposed", "strided"}
 
 

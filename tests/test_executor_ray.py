@@ -22,7 +22,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'torc
 
 from torchsleuth import SweepConfig, resolve_ops, sweep  # noqa: E402
 from torchsleuth.cli.main import main  # noqa: E402
-from torchsleuth.sweep import Silent  # noqa: E402
+from torchsleuth.frame import Silent  # noqa: E402
 
 PLANTS = "torchsleuth.drill.plants"
 
@@ -162,7 +162,7 @@ def test_the_command_line_says_where_the_cases_ran(ray_instance, tmp_path, capsy
 
 def test_a_cluster_without_what_a_unit_asks_for_is_refused():
     from torchsleuth.errors import UsageError
-    from torchsleuth.run.ray_pool import Cluster
+    from torchsleuth.workers.ray_pool import Cluster
 
     cluster = Cluster(where="at head:6379", nodes=2, cpus=8, gpus=0)
     assert cluster.capacity("cpu") == 8 and cluster.capacity("cpu", threads=3) == 2

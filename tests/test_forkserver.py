@@ -1,4 +1,4 @@
-"""Workers forked from the pool's fork server (run.starts, run.preload): warm from their first moment,
+"""Workers forked from the pool's fork server (workers.starts, workers.preload): warm from their first moment,
 with the parent's environment as it is when each starts, and spawned instead when the server is unsafe to fork from."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from torchsleuth.run.dispatch import Callbacks
+from torchsleuth.workers.dispatch import Callbacks, Settings, Work
 from torchsleuth.errors import UsageError
-from torchsleuth.run.pool import Pool
-from torchsleuth.run.starts import LEAVE_CATALOG, START, default_start
+from torchsleuth.workers.pool import Pool
+from torchsleuth.workers.starts import LEAVE_CATALOG, START, default_start
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the pool forks from a server on Linux only")
 
@@ -38,7 +38,7 @@ def _outcomes(pool: Pool, units: list) -> list:
 
 def test_forked_workers_inherit_the_catalog_and_jvp_decompositions_and_take_the_environment_as_it_is_when_they_start(monkeypatch):
     monkeypatch.setenv("TORCHSLEUTH_TEST_PROBE", "one")
-    first = Pool(_report, None, None, workers=1, timeout=60, start="forkserver", preload=("torchsleuth.sweep",))
+    first = Pool(Work(run=_report), Settings(workers=1, timeout=60, start="forkserver", preload=("torchsleuth.sweep",)))
     [seen] = _outcomes(first, ["a"])
     assert first.context.get_start_method() == "forkserver"
     assert seen["probe"] == "one" and seen["parent"] != os.getpid()  # forked by the server, not by this process
@@ -46,13 +46,13 @@ def test_forked_workers_inherit_the_catalog_and_jvp_decompositions_and_take_the_
     assert seen["jvp_decompositions"]  # compiled once in the server, not at each fresh worker's first forward-mode case
     assert first.where() == "local pool, 1 worker, forked from a fork server holding OpInfo's catalog: 1 cases on this machine"  # the summary says so
     monkeypatch.setenv("TORCHSLEUTH_TEST_PROBE", "two")  # after the server started: a new worker sees it all the same
-    second = Pool(_report, None, None, workers=1, timeout=60, start="forkserver")
+    second = Pool(Work(run=_report), Settings(workers=1, timeout=60, start="forkserver"))
     [seen] = _outcomes(second, ["b"])
     assert seen["probe"] == "two"
 
 
 def test_a_spawned_pool_starts_each_worker_from_this_process():
-    pool = Pool(_report, None, None, workers=1, timeout=60, start="spawn")
+    pool = Pool(Work(run=_report), Settings(workers=1, timeout=60, start="spawn"))
     [seen] = _outcomes(pool, ["a"])
     assert pool.context.get_start_method() == "spawn" and seen["parent"] == os.getpid() and seen["catalog"] == 0
     assert not seen["jvp_decompositions"]  # a fresh interpreter: what the server preloads is not there
@@ -66,14 +66,14 @@ threading.Thread(target=time.sleep, args=(600,), daemon=True).start()  # a threa
 
 DRIVER = """
 import os
-from torchsleuth.run.dispatch import Callbacks
+from torchsleuth.workers.dispatch import Callbacks, Settings, Work
 from torchsleuth.errors import UsageError
-from torchsleuth.run.pool import Pool
-from torchsleuth.run.starts import START, default_start
+from torchsleuth.workers.pool import Pool
+from torchsleuth.workers.starts import START, default_start
 from work import report
 if __name__ == "__main__":  # a spawned worker imports this file again
     seen = []
-    pool = Pool(report, None, None, workers=1, timeout=60, start="forkserver", preload=("unsafe",))
+    pool = Pool(Work(run=report), Settings(workers=1, timeout=60, start="forkserver", preload=("unsafe",)))
     pool.run(["u"], Callbacks(skip_for=lambda u: set(), on_outcome=lambda u, o: seen.append(o), on_failed=lambda *a: None,
                               on_collateral=lambda *a: None, on_unit_done=lambda *a: None))
     print(pool.context.get_start_method(), seen[0] == os.getpid())
@@ -125,7 +125,7 @@ def _hash(unit, config, skip, only):
 @pytest.mark.parametrize("start", ["spawn", "forkserver"])
 def test_every_worker_hashes_strings_alike_so_a_sample_index_names_one_sample(start, monkeypatch):
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
-    pool = Pool(_hash, None, None, workers=2, timeout=60, start=start)
+    pool = Pool(Work(run=_hash), Settings(workers=2, timeout=60, start=start))
     seen = _outcomes(pool, ["a", "b", "c", "d"])
     pinned = subprocess.run([sys.executable, "-c", "print(hash('xy'))"], capture_output=True, text=True,
                             env={**os.environ, "PYTHONHASHSEED": "0"}).stdout.strip()
@@ -155,7 +155,7 @@ torch.cuda.is_available = lambda: True
 torch.cuda.device_count = lambda: 1
 {before}
 from torchsleuth.cases import opinfo
-from torchsleuth.run import preload
+from torchsleuth.workers import preload
 import torch.utils._triton as triton
 before = (preload.CATALOG, opinfo.catalog.cache_info().currsize)
 loaded = preload.load_catalog_beside_a_gpu((9, 0))
@@ -187,7 +187,7 @@ NO_NUMBA_HOOK = "sys.meta_path[:] = [f for f in sys.meta_path if 'numba' not in 
 def _beside_a_gpu(before: str = "", env: dict | None = None) -> dict:
     import json
 
-    # run.preload's own load at import left out (as in a server started after an unsafe one): beside a real GPU it would
+    # workers.preload's own load at import left out (as in a server started after an unsafe one): beside a real GPU it would
     # load the catalog before the test's stand-ins are in place; the test makes the load itself
     done = subprocess.run([sys.executable, "-c", BESIDE_A_GPU.format(before=before)], capture_output=True, text=True, timeout=300,
                           env={**os.environ, LEAVE_CATALOG: "0", **(env or {})})
@@ -243,13 +243,13 @@ opinfo.catalog = catalog
 
 RESTART = """
 import os
-from torchsleuth.run.dispatch import Callbacks
-from torchsleuth.run.pool import Pool
-from torchsleuth.run import starts
+from torchsleuth.workers.dispatch import Callbacks, Settings, Work
+from torchsleuth.workers.pool import Pool
+from torchsleuth.workers import starts
 from work import report
 if __name__ == "__main__":
     seen = []
-    pool = Pool(report, None, None, workers=1, timeout=60, start="forkserver", preload=("unsafe_catalog",))
+    pool = Pool(Work(run=report), Settings(workers=1, timeout=60, start="forkserver", preload=("unsafe_catalog",)))
     pool.run(["u"], Callbacks(skip_for=lambda u: set(), on_outcome=lambda u, o: seen.append(o), on_failed=lambda *a: None,
                               on_collateral=lambda *a: None, on_unit_done=lambda *a: None))
     print(pool.context.get_start_method(), starts.server_holds_catalog(), seen[0] != os.getpid())
@@ -274,7 +274,7 @@ open(os.environ["LOADED"], "w").close()
 
 BEGIN = """
 import os, sys
-from torchsleuth.run import starts
+from torchsleuth.workers import starts
 if __name__ == "__main__":
     starts.begin("forkserver", ("slow",))
     returned_before_loaded = not os.path.exists(os.environ["LOADED"])  # begin did not wait for the server's preload

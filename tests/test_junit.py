@@ -19,7 +19,7 @@ from torchsleuth.judge.records import Finding, Mismatch
 from torchsleuth.report import junit, view
 from torchsleuth.report.groups import Group
 from torchsleuth.store.sqlite import RunInfo
-from torchsleuth.sweep import SweepResult
+from torchsleuth.frame import SweepResult
 
 HOSTILE = "<script>alert('x')</script> & \x1b[31mred\x1b[0m \x00"
 

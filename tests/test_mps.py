@@ -9,8 +9,8 @@ import os
 from torchsleuth import devices
 from torchsleuth.config import SweepConfig
 from torchsleuth.judge.plugin import BUILTIN
-from torchsleuth.run.dispatch import Callbacks
-from torchsleuth.run.pool import Pool
+from torchsleuth.workers.dispatch import Callbacks, Settings, Work
+from torchsleuth.workers.pool import Pool
 from torchsleuth.sweep import _pool
 
 
@@ -44,7 +44,7 @@ def test_under_an_mps_server_every_worker_and_every_replacement_runs_outside_it(
     outside = devices.outside_mps("cuda", works=lambda environment: asked.append(environment) or True)
     assert asked == [outside] and outside[devices.MPS_PIPE] != pipe and not os.path.exists(os.path.join(outside[devices.MPS_PIPE], "control"))
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=2, timeout=30, spares=1, environ=outside)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log)), Settings(workers=2, timeout=30, spares=1, environ=outside))
     failed, outcomes = [], []
     pool.run([("one", ["a", "die", "b"]), ("two", ["c"])], Callbacks(
         skip_for=lambda unit: set(), on_outcome=lambda unit, outcome: outcomes.append(outcome),

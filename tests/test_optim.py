@@ -25,7 +25,7 @@ from torchsleuth.optim import OptimConfig, core, discover, sweep
 from torchsleuth.optim.matrix import Configuration, Option
 from torchsleuth.optim.plan import plan
 from torchsleuth.optim.judge import findings as judge_findings
-from torchsleuth.sweep import Silent
+from torchsleuth.frame import Silent
 
 # What a planted run imports: the seed story's two kernels, dropping their writes into a non-contiguous self.
 PLANT = """\

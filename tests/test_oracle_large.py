@@ -276,7 +276,7 @@ def test_a_crash_in_the_oracles_own_calls_gets_a_script_that_says_so():
                       summary="lu_unpack crashes", mismatch=None, call=None, detail="the worker died of SIGABRT")
     text = repro.script(finding)
     assert "where was not recorded" in text and "dim 0 doubled" in text and "sys.exit(2)" in text
-    # where the pool recorded the place the worker died (run.faults), the script names it
+    # where the pool recorded the place the worker died (workers.faults), the script names it
     place = "run/call.py:240 compute < oracles/large/oracle.py:120 probe"
     text = repro.script(dataclasses.replace(finding, detail=f"the worker died of SIGABRT at {place}"))
     assert f"at {place} (the innermost frames" in text and "not recorded" not in text and "sys.exit(2)" in text

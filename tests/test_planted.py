@@ -28,7 +28,7 @@ import torch
 from torchsleuth import Finding, SweepConfig, SweepResult, resolve_ops
 from torchsleuth.cases.layouts import SIZE1_STRIDE, contiguous_strides
 from torchsleuth.drill import kernels
-from torchsleuth.run import faults
+from torchsleuth.workers import faults
 
 PLANTS = "torchsleuth.drill.plants"
 
@@ -318,7 +318,7 @@ def test_kernel_killing_its_process_is_a_crash_and_the_sweep_goes_on(run_sweep):
     result = run_sweep(config("crash", imports=(f"{PLANTS}.crash",)))
     assert_only_transposed_neg_failed(result, "crash")
     assert "SIGSEGV" in result.findings[0].summary
-    # where in the case it died (run.faults): the planted kernel, called from the case's call
+    # where in the case it died (workers.faults): the planted kernel, called from the case's call
     place = faults.placed(result.findings[0].detail)
     assert place.startswith("drill/kernels.py:") and " neg_crashing_on_transposed < run/call.py:" in place, result.findings[0].detail
 
@@ -327,7 +327,7 @@ def test_kernel_never_returning_is_a_hang_and_the_sweep_goes_on(run_sweep):
     result = run_sweep(config("hang", imports=(f"{PLANTS}.hang",)))
     assert_only_transposed_neg_failed(result, "hang")
     assert "5 s" in result.findings[0].summary
-    # where it hung: the stacks the replay's worker wrote when asked, before it was killed (run.faults)
+    # where it hung: the stacks the replay's worker wrote when asked, before it was killed (workers.faults)
     place = faults.placed(result.findings[0].detail)
     assert place.startswith("drill/kernels.py:") and " neg_hanging_on_transposed < run/call.py:" in place, result.findings[0].detail
 

@@ -24,10 +24,10 @@ import pytest
 import torchsleuth.sweep  # noqa: F401  (sys.modules["torchsleuth.sweep"]: the attribute is the function)
 from torchsleuth import devices
 from torchsleuth.errors import UsageError
-from torchsleuth.run.dispatch import Callbacks
-from torchsleuth.run.parts import Leaving, in_part
-from torchsleuth.run.shares import after_hang_share, first_share, searched_share
-from torchsleuth.run.pool import DeviceLost, DeviceUnavailable, Pool
+from torchsleuth.workers.dispatch import Callbacks, Settings, Work
+from torchsleuth.workers.parts import Leaving, in_part
+from torchsleuth.workers.shares import after_hang_share, first_share, searched_share
+from torchsleuth.workers.pool import DeviceLost, DeviceUnavailable, Pool
 
 
 def _log(config, line: str) -> None:
@@ -79,7 +79,7 @@ def _work(unit, config, skip, only):
             time.sleep(3.0)
             _log(config, "exits")
             os.kill(os.getpid(), signal.SIGABRT)
-        if case == "segv":  # a kernel's crash: the worker's stacks are written (run.faults)
+        if case == "segv":  # a kernel's crash: the worker's stacks are written (workers.faults)
             os.kill(os.getpid(), signal.SIGSEGV)
         if case == "pause":
             time.sleep(1.5)  # longer than a spare's warm-up
@@ -122,7 +122,7 @@ def _lines(path) -> list[tuple[float, int, str]]:
 
 def test_a_replacement_takes_a_spare_that_was_warm_before_it_was_needed(tmp_path):
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=30, warm=_warm, spares=2)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log), warm=_warm), Settings(workers=1, timeout=30, spares=2))
     # the first unit's crash asks for two workers (the replay alone, then the rest of the unit); the second unit
     # crashes after a pause, by when the spares started at the first replacement are warm
     seen = _run(pool, [("first", ["a", "die", "b"]), ("second", ["c", "pause", "die", "d"])])
@@ -143,7 +143,7 @@ def test_a_replacement_takes_a_spare_that_was_warm_before_it_was_needed(tmp_path
 
 def test_a_pool_whose_workers_never_die_starts_no_spare(tmp_path):
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=2, timeout=30, warm=_warm)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log), warm=_warm), Settings(workers=2, timeout=30))
     seen = _run(pool, [("one", ["a", "b"]), ("two", ["c"]), ("three", ["d"])])
     assert sorted(seen["outcomes"]) == ["a", "b", "c", "d"] and not seen["failed"]
     assert pool.started == 2
@@ -152,7 +152,7 @@ def test_a_pool_whose_workers_never_die_starts_no_spare(tmp_path):
 
 def test_a_hang_is_set_aside_its_unit_goes_on_and_it_is_replayed_when_no_unit_is_left(tmp_path):
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=1.0, spares=1)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log)), Settings(workers=1, timeout=1.0, spares=1))
     seen = _run(pool, [("first", ["a", "hang", "b"]), ("second", ["c"])])
     assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")]  # described too, unless that outran 1 s
     assert seen["outcomes"] == ["a", "b", "c"]
@@ -167,7 +167,7 @@ def test_a_hang_is_set_aside_its_unit_goes_on_and_it_is_replayed_when_no_unit_is
 
 
 def test_a_hang_set_aside_that_passes_alone_is_collateral_and_its_outcome_is_kept(tmp_path):
-    pool = Pool(_work, _describe, str(tmp_path / "log"), workers=2, timeout=1.0, spares=1)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(tmp_path / "log")), Settings(workers=2, timeout=1.0, spares=1))
     seen = _run(pool, [("first", ["a", "hang_after", "b"]), ("second", ["c", "d"])])
     assert not seen["failed"] and seen["collateral"] == ["hang_after"]
     assert sorted(seen["outcomes"]) == ["a", "b", "c", "d", "hang_after"]
@@ -180,7 +180,7 @@ def test_on_a_shared_gpu_a_case_is_set_aside_after_a_share_of_its_time_and_its_r
     # first=0.25 (workers sharing a GPU): "slow" outlives 0.5 s of its 2 s, is set aside, and passes alone with the
     # whole 2 s (its outcome kept); a real hang still fails. first=1.0 (the CPU): "slow" passes where it is.
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=1, first=first)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log)), Settings(workers=1, timeout=2.0, spares=1, first=first))
     seen = _run(pool, [("first", ["a", "slow", "b", "hang"])])
     assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")]
     assert sorted(seen["outcomes"]) == ["a", "b", "slow"] and seen["done"] == [("first", "done")]
@@ -198,7 +198,7 @@ def test_on_a_shared_gpu_a_hang_set_aside_is_replayed_beside_the_last_unit_in_a_
     # handed out its replay starts in an extra worker, the run's tail; first=1.0 (the CPU): the replay waits for the
     # one worker to be through with "second" (a hang holds a core)
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=1, first=first)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log)), Settings(workers=1, timeout=2.0, spares=1, first=first))
     seen = _run(pool, [("first", ["a", "hang"]), ("second", ["pause", "pause", "b"])], close=False)
     assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")]
     assert sorted(seen["outcomes"]) == ["a", "b", "pause", "pause"] and sorted(seen["done"]) == [("first", "done"), ("second", "done")]
@@ -221,8 +221,8 @@ def test_on_a_shared_gpu_the_replay_of_a_hang_set_aside_begins_in_a_worker_start
     # Once the replay is described its extra worker is ended: the pool reads it no further (it read the closed pipe,
     # took it for a worker's death and ran the unit again in a worker it no longer held, left running past close).
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=8.0, spares=1, first=0.25, warm=_warm,
-                slower=lambda case_id: 0.25 if case_id == "hang" else 1.0)  # the hang's share 0.5 s, its replay's 2 s
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log), warm=_warm, slower=lambda case_id: 0.25 if case_id == "hang" else 1.0),
+                Settings(workers=1, timeout=8.0, spares=1, first=0.25))  # the hang's share 0.5 s, its replay's 2 s
     started, start = [], pool._start
     pool._start = lambda *args, **kwargs: (slot := start(*args, **kwargs), started.append(slot.process))[0]
     seen = _run(pool, [("first", ["a", "hang", "pause", "die", "b"]), ("second", ["c"])])
@@ -245,7 +245,7 @@ def test_a_worker_that_says_its_device_is_lost_is_replaced_without_waiting_for_i
     joined = []
     join = multiprocessing.process.BaseProcess.join
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "join", lambda self, timeout=None: (joined.append(self.pid), join(self, timeout))[1])
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=30, spares=0)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log)), Settings(workers=1, timeout=30, spares=0))
     seen = _run(pool, [("first", ["a", "gone", "b"])], close=False)
     assert seen["outcomes"] == ["a", "gone", "b"] and seen["done"] == [("first", "done")] and seen["failed"] == []
     gone = next(pid for _, pid, what in _lines(log) if what == "case gone")
@@ -261,7 +261,7 @@ def test_a_worker_whose_pipe_closed_is_not_waited_for_while_it_exits_and_its_dea
     # crash is reported, once the worker has exited, with what it died of.
     log = tmp_path / "log"
     failed = []
-    pool = Pool(_work, _describe, str(log), workers=2, timeout=30, spares=0)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log)), Settings(workers=2, timeout=30, spares=0))
     pool.run([("first", ["die_slowly", "a"]), ("second", ["late"]), ("third", ["b"])], Callbacks(
         skip_for=lambda unit: set(), on_outcome=lambda *a: None, on_collateral=lambda *a: None, on_unit_done=lambda *a: None,
         on_failed=lambda unit, case_id, kind, how, call: failed.append((case_id, kind, how, call))))
@@ -280,7 +280,7 @@ def test_a_replay_that_sent_its_description_is_reported_with_it_and_no_worker_is
     # shared GPU in an extra slot, which ends there without a fresh worker) or dies, that description is reported and
     # no other worker is asked for one (at the end of a GPU run that wait was 2-7 s, a fresh context each).
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=0, first=first)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log)), Settings(workers=1, timeout=2.0, spares=0, first=first))
     seen = _run(pool, [("first", ["a", "hang_told", "die_told", "b"]), ("second", ["c"])], close=False)
     lines = _lines(log)
     replays = {case: pid for _, pid, what in lines for case in ("hang", "die") if what == f"case {case}_told"}  # the last
@@ -299,7 +299,7 @@ def test_a_hang_whose_replay_alone_loses_the_device_is_settled_and_its_unit_is_n
     # device was lost there after its outcome. That replay ran to its end: it is collateral. The slot went on with the
     # unit instead, with none of its cases to skip: whole-catalog runs on an H200 ran 1-3 such units again at the end.
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0 if first < 1.0 else 1.0, spares=0, first=first)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log)), Settings(workers=1, timeout=2.0 if first < 1.0 else 1.0, spares=0, first=first))
     seen = _run(pool, [("first", ["a", "hang_gone", "b"]), ("second", ["c"])])
     ran = [what for _, _, what in _lines(log) if what.startswith("case ")]
     assert sorted(ran) == ["case a", "case b", "case c", "case hang_gone", "case hang_gone"]  # each once, and the replay
@@ -309,7 +309,7 @@ def test_a_hang_whose_replay_alone_loses_the_device_is_settled_and_its_unit_is_n
 
 def test_a_crash_whose_replay_alone_loses_the_device_is_settled_before_its_unit_goes_on(tmp_path):
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=30, spares=0)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log)), Settings(workers=1, timeout=30, spares=0))
     seen = _run(pool, [("first", ["a", "die_gone", "b"])])
     order = seen["order"]
     assert order.index(("collateral", "die_gone")) < order.index(("outcomes", "b")) < order.index(("done", ("first", "done")))
@@ -319,7 +319,7 @@ def test_a_crash_whose_replay_alone_loses_the_device_is_settled_before_its_unit_
 
 def test_a_replay_that_dies_before_sending_its_description_is_described_by_another_worker(tmp_path):
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=30, spares=0)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log)), Settings(workers=1, timeout=30, spares=0))
     seen = _run(pool, [("first", ["a", "die", "b"])])
     assert seen["failed"] == [("die", "crash", "the call of die")]
     assert [what for _, _, what in _lines(log) if what.startswith("describe")] == ["describe die"]
@@ -333,7 +333,7 @@ def test_a_worker_whose_device_cannot_run_a_kernel_from_its_start_judges_nothing
     # The warm-up finds the device unusable (a driver refusing new contexts): no case may be judged there (each would be
     # recorded as raised), so the worker exits at once; its unit is retried once in a fresh worker, then failed.
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=30, spares=0, warm=_unavailable)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log), warm=_unavailable), Settings(workers=1, timeout=30, spares=0))
     seen = _run(pool, [("first", ["a", "b"]), ("second", ["c"])])
     assert seen["outcomes"] == [] and not log.exists()  # no worker began a unit
     assert [unit for unit, _ in seen["done"]] == ["first", "second"] and all(state == "failed" for _, state in seen["done"])
@@ -354,7 +354,7 @@ def test_once_a_case_setting_values_hung_the_units_other_cases_setting_values_ge
     # (OpInfo's own sample), or after_hang=1.0 (the CPU): in place.
     log = tmp_path / "log"
     kin = {"hang": "h", "slow": "s"} if searched else {"hang": "h"}
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=1, first=1.0, after_hang=after_hang, kin=kin.get)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log), kin=kin.get), Settings(workers=1, timeout=2.0, spares=1, first=1.0, after_hang=after_hang))
     seen = _run(pool, [("first", ["a", "hang", "slow", "b"]), ("second", ["c", "d"])])
     assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")]
     assert sorted(seen["done"]) == [("first", "done"), ("second", "done")]
@@ -373,7 +373,7 @@ def test_a_case_setting_searched_values_gets_the_smaller_searched_share_and_a_sa
     # sample) passes in place. No hang anywhere: the smaller share is the searched values' own.
     log = tmp_path / "log"
     kin = {"slow": "s"} if searched else {}
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=2.0, spares=1, first=1.0, searched=0.25, kin=kin.get)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log), kin=kin.get), Settings(workers=1, timeout=2.0, spares=1, first=1.0, searched=0.25))
     seen = _run(pool, [("first", ["a", "slow", "b"])])
     assert seen["failed"] == [] and seen["done"] == [("first", "done")]
     slow_runs = [pid for _, pid, what in _lines(log) if what == "case slow"]
@@ -387,7 +387,7 @@ def test_a_case_setting_searched_values_gets_the_smaller_searched_share_and_a_sa
 def test_workers_are_spread_over_the_gpus_and_a_replacement_keeps_its_gpu(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=2, timeout=30, spares=1, pins=[devices.pinned(0), devices.pinned(1)])
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log)), Settings(workers=2, timeout=30, spares=1, pins=(devices.pinned(0), devices.pinned(1))))
     units = [("one", ["a"]), ("two", ["b", "pause"]), ("three", ["c", "die", "d"]), ("four", ["e"])]
     seen = _run(pool, units)
     assert sorted(seen["outcomes"]) == ["a", "b", "c", "d", "e", "pause"] and [c for c, _, _ in seen["failed"]] == ["die"]
@@ -416,12 +416,12 @@ def test_a_pin_is_an_index_among_the_gpus_this_process_sees(monkeypatch):
 
 
 def test_the_workers_stacks_go_beside_the_log_a_killed_runs_are_taken_over_and_all_are_removed_at_close(tmp_path):
-    # A crash's place comes from the stacks its worker wrote (run.faults) into a directory beside the pool's log; a run
+    # A crash's place comes from the stacks its worker wrote (workers.faults) into a directory beside the pool's log; a run
     # killed before its pool closed left one there (a file of a worker long gone), which this pool takes over.
     log, stacks = tmp_path / "runs.workers.log", tmp_path / "runs.workers.stacks"
     stacks.mkdir()
     (stacks / "999999").write_text("")
-    pool = Pool(_work, _describe, str(tmp_path / "trace"), workers=1, timeout=30, spares=0, log=str(log))
+    pool = Pool(Work(run=_work, describe=_describe, config=str(tmp_path / "trace")), Settings(workers=1, timeout=30, spares=0, log=str(log)))
     failed = []
     pool.run([("one", ["a", "segv", "b"])], Callbacks(
         skip_for=lambda unit: set(), on_outcome=lambda unit, outcome: None, on_collateral=lambda unit, case_id, how: None,
@@ -436,8 +436,8 @@ def test_a_case_setting_the_values_of_a_hang_set_aside_is_set_aside_unrun(tmp_pa
     # "late" sets the same values as "hang" (its kin): once the hang is set aside, "late" is set aside as it begins,
     # its worker ended before it ran, and it passes in its replay alone at the end. Without kin it passes in place.
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=1.0, spares=1,
-                kin=(lambda case: "v" if case in ("hang", "late") else None) if kin else None)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log), kin=(lambda case: "v" if case in ("hang", "late") else None) if kin else None),
+                Settings(workers=1, timeout=1.0, spares=1))
     seen = _run(pool, [("first", ["a", "hang", "b", "late", "c"])])
     assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")]
     assert sorted(seen["outcomes"]) == ["a", "b", "c", "late"] and seen["done"] == [("first", "done")]
@@ -454,7 +454,8 @@ def test_a_case_of_another_unit_setting_the_values_of_a_hang_set_aside_is_set_as
     # The same op in another dtype is another unit: its case with the hang's values ("late" in "second") is set aside
     # as it begins, once "first"'s hang is, and passes in its replay alone at the end; "second" is done after that.
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=1.0, spares=1, kin=lambda case: "v" if case in ("hang", "late") else None)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log), kin=lambda case: "v" if case in ("hang", "late") else None),
+                Settings(workers=1, timeout=1.0, spares=1))
     seen = _run(pool, [("first", ["a", "hang", "b"]), ("second", ["c", "late", "d"])])
     assert [(c, kind) for c, kind, _ in seen["failed"]] == [("hang", "hang")] and seen["collateral"] == ["late"]
     assert seen["outcomes"] == ["a", "b", "c", "d", "late"]
@@ -469,7 +470,7 @@ def test_once_no_unit_is_left_a_unit_going_on_after_a_crash_is_split_among_the_i
     # case run once, in all three workers; without ``share`` its one fresh worker runs all of it.
     log = tmp_path / "log"
     rest = [f"c{i}" for i in range(24)]
-    pool = Pool(_work, _describe, str(log), workers=3, timeout=30, spares=1, share=(lambda unit: True) if share else None)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log), share=(lambda unit: True) if share else None), Settings(workers=3, timeout=30, spares=1))
     seen = _run(pool, [("long", ["a", "die", *rest]), ("x", ["x1"]), ("y", ["y1"])])
     assert [(c, kind) for c, kind, _ in seen["failed"]] == [("die", "crash")]
     assert sorted(seen["outcomes"]) == sorted(["a", *rest, "x1", "y1"])  # each case once: none twice, none lost
@@ -498,7 +499,7 @@ def test_a_hung_worker_is_killed_without_waiting_for_its_exit_and_every_killed_w
 
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "join", recorded)
     log = tmp_path / "log"
-    pool = Pool(_work, _describe, str(log), workers=1, timeout=1.0, spares=1)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log)), Settings(workers=1, timeout=1.0, spares=1))
     pool.run([("first", ["a", "hang", "b"])], Callbacks(skip_for=lambda unit: set(), on_outcome=lambda *a: None,
                                                         on_failed=lambda *a: None, on_collateral=lambda *a: None,
                                                         on_unit_done=lambda *a: None), close=False)
@@ -515,7 +516,7 @@ def test_close_kills_the_workers_that_do_not_stop_together_and_waits_for_them_to
     # killed and waited for one after another took that while once each
     import types
 
-    from torchsleuth.run import pool as pool_module
+    from torchsleuth.workers import pool as pool_module
 
     clock = [0.0]
     monkeypatch.setattr(pool_module.time, "monotonic", lambda: clock[0])
@@ -535,7 +536,7 @@ def test_close_kills_the_workers_that_do_not_stop_together_and_waits_for_them_to
         def join(self, timeout=None):
             clock[0] = min(clock[0] + timeout, max(clock[0], self.exit_time()))
 
-    pool = Pool(_work, _describe, None, workers=1, timeout=1.0)
+    pool = Pool(Work(run=_work, describe=_describe), Settings(workers=1, timeout=1.0))
     processes = [Stubborn() for _ in range(4)]
     pool.slots = [types.SimpleNamespace(process=p, conn=types.SimpleNamespace(send=lambda message: None)) for p in processes]
     pool.close()
@@ -546,7 +547,7 @@ def test_close_kills_the_workers_that_do_not_stop_together_and_waits_for_them_to
 
 def test_a_collateral_case_says_what_its_replay_alone_gave_a_pass_or_its_status(tmp_path):
     said = []
-    pool = Pool(_work, _describe, str(tmp_path / "log"), workers=1, timeout=1.0)
+    pool = Pool(Work(run=_work, describe=_describe, config=str(tmp_path / "log")), Settings(workers=1, timeout=1.0))
     pool.run([("first", ["a", "hang_after", "b"]), ("second", ["c", "tainted", "d"])], Callbacks(
         skip_for=lambda unit: set(), on_outcome=lambda *a: None, on_failed=lambda *a: None,
         on_collateral=lambda unit, case_id, how: said.append((case_id, how)), on_unit_done=lambda *a: None))

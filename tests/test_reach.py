@@ -22,7 +22,7 @@ from torchsleuth.cases import opinfo, reach
 from torchsleuth.report import findings_file, terminal
 from torchsleuth.store import coverage
 from torchsleuth.run.samples import samples_of
-from torchsleuth.run.search import overloads
+from torchsleuth.search import overloads
 
 
 def add_scalar_wrong_in_float32(self, other, alpha=1):

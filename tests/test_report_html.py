@@ -33,7 +33,7 @@ from torchsleuth.judge.records import Finding, Mismatch
 from torchsleuth.report import groups as grouping, html as html_report, terminal, view
 from torchsleuth.report.groups import Group
 from torchsleuth.store.sqlite import RunInfo, Store
-from torchsleuth.sweep import SweepResult
+from torchsleuth.frame import SweepResult
 
 HOSTILE = "<script>alert('x')</script>"
 

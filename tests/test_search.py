@@ -1,4 +1,4 @@
-"""The search (run.search) and the depth of a run: searched cases planned, run within the budget, and finding
+"""The search (search) and the depth of a run: searched cases planned, run within the budget, and finding
 what OpInfo's samples never reach; a pointed run goes deep without a flag.
 
 The ``long`` search is tested here (a scan wrong past 256 entries along its
@@ -17,7 +17,7 @@ from torchsleuth.cases.records import Case
 from torchsleuth.judge.plugin import BUILTIN
 from torchsleuth.cli.arguments import budget
 from torchsleuth.run.samples import samples_of
-from torchsleuth.run.search import long_dims, plan, within
+from torchsleuth.search import long_dims, plan, within
 from torchsleuth.store.sqlite import Store
 from torchsleuth.sweep import CATALOG_BUDGET, depth
 
@@ -152,7 +152,7 @@ def test_a_replay_alone_runs_the_searched_case_it_names_whatever_the_budget_chos
 
 def test_a_case_replayed_alone_sends_the_call_describe_gives_before_it_runs():
     # A replay alone tells the pool its call first (engine._judged), so that a replay that dies or hangs is reported
-    # with it and no other worker is started to describe it (run.dispatch); it must be the call ``describe`` makes.
+    # with it and no other worker is started to describe it (workers.dispatch); it must be the call ``describe`` makes.
     from torchsleuth.engine import describe, run_unit
 
     config = dataclasses.replace(depth(cumsum_config(samples=2, variants=("functional", "out", "backward"), layouts=("contiguous", "transposed")),
@@ -170,10 +170,10 @@ def test_a_case_replayed_alone_sends_the_call_describe_gives_before_it_runs():
 
 
 def test_the_parts_of_a_split_unit_run_every_case_of_the_unit_once_between_them():
-    # The pool splits a straggler's rest among idle workers (run.dispatch): each worker runs the unit leaving out the
+    # The pool splits a straggler's rest among idle workers (workers.dispatch): each worker runs the unit leaving out the
     # other parts' cases. Every case the whole unit runs, searched and sampled ones included, runs in exactly one part.
     from torchsleuth.engine import run_unit
-    from torchsleuth.run.parts import Leaving
+    from torchsleuth.workers.parts import Leaving
 
     config = dataclasses.replace(depth(cumsum_config(samples=3), deep=False), budget=4)
     unit = Case(op="cumsum", variant="functional", dtype="float32", device="cpu", sample=0).unit

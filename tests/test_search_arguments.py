@@ -1,4 +1,4 @@
-"""The arguments search (run.search.arguments): the ``arg:PATH=VALUE`` edit, the values it plans, and a kernel wrong
+"""The arguments search (search.arguments): the ``arg:PATH=VALUE`` edit, the values it plans, and a kernel wrong
 only at an argument value OpInfo's samples never give, found and named.
 """
 
@@ -14,9 +14,9 @@ from torchsleuth.cases.opinfo import Sample
 from torchsleuth.cases.records import Case
 from torchsleuth.engine import run_case
 from torchsleuth.errors import UsageError
-from torchsleuth.run import edits
+from torchsleuth.search import edits
 from torchsleuth.run.samples import samples_of
-from torchsleuth.run.search import arguments
+from torchsleuth.search import arguments
 
 LEAKY = "nn.functional.leaky_relu"
 

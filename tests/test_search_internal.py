@@ -1,4 +1,4 @@
-"""The internal search (run.search.internal): the aten kernels a public op dispatches to, called directly under
+"""The internal search (search.internal): the aten kernels a public op dispatches to, called directly under
 every layout.
 
 The plant: on torch 2.13's CPU, ``F.group_norm`` hands ``aten::native_group_norm``
@@ -27,9 +27,9 @@ from torchsleuth.cases.records import LAYOUTS, Case
 from torchsleuth.engine import run_case
 from torchsleuth.errors import UsageError
 from torchsleuth.report import repro
-from torchsleuth.run import edits
+from torchsleuth.search import edits
 from torchsleuth.run.samples import samples_of
-from torchsleuth.run.search import internal, laid_out, plan
+from torchsleuth.search import internal, laid_out, plan
 
 GROUP_NORM = "nn.functional.group_norm"
 DIRECT = "internal:aten.native_group_norm.default#0>0"  # judged on the output F.group_norm uses (not mean, rstd)

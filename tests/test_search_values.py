@@ -1,4 +1,4 @@
-"""The values search (run.search.values): its special sets, the ``special:`` edit, its plan, and a planted bug only it finds.
+"""The values search (search.values): its special sets, the ``special:`` edit, its plan, and a planted bug only it finds.
 
 The planted bug is an ``exp`` that overflows early (inf from 88 on, where
 float32 holds exp up to 88.72) in the vector body of a contiguous float32
@@ -22,9 +22,9 @@ from torchsleuth import SweepConfig, SweepResult, resolve_ops
 from torchsleuth.cases import opinfo
 from torchsleuth.errors import UsageError
 from torchsleuth.report import repro
-from torchsleuth.run import edits
+from torchsleuth.search import edits
 from torchsleuth.run.samples import samples_of
-from torchsleuth.run.search import value_sets, values
+from torchsleuth.search import value_sets, values
 from torchsleuth.run.tree import sample_tensors
 
 FLOATS = (torch.float64, torch.float32, torch.float16, torch.bfloat16)

@@ -242,7 +242,7 @@ def test_a_killed_run_resumes_without_running_anything_twice(tmp_path):
     """The run frame every command shares: cut off midway through a unit, the same call resumes after its last stored case."""
     from torchsleuth.shard.cases import ShardConfig
     from torchsleuth.shard.sweep import sweep
-    from torchsleuth.sweep import Silent
+    from torchsleuth.frame import Silent
 
     config = ShardConfig(ops=("composite.flatten_softmax", "composite.flatten_sum"), variants=("functional",), meshes=("2",),
                          combinations=3, gloo=0, shrink=False, workers=0)

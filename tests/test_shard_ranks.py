@@ -173,7 +173,7 @@ def test_a_round_trip_only_the_simulator_fails_is_judged_on_gloo_and_blamed_on_t
 def test_a_killed_run_on_ranks_resumes_without_running_a_case_twice(tmp_path, monkeypatch):
     from torchsleuth.shard import sweep as shard_sweep
     from torchsleuth.shard.cases import ShardConfig
-    from torchsleuth.sweep import Silent
+    from torchsleuth.frame import Silent
 
     ran: list[str] = []
     real_case = shard_sweep.real_case

@@ -122,7 +122,7 @@ def test_the_catalog_plan_prefers_samples_with_dims_to_shard():
 
 
 def test_growing_a_sample_keeps_its_coupled_sizes_and_makes_shards_differ():
-    from torchsleuth.run import edits
+    from torchsleuth.search import edits
 
     sample = next(s for s in shard_cases.samples_of("nn.functional.layer_norm", "float32") if s.input.dim() == 3 and s.args[0] == (2, 3))
     grown = edits.apply(sample, targeted.grow(sample))

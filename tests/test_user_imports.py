@@ -7,7 +7,7 @@ import gc
 import torch
 
 from torchsleuth import SweepConfig, resolve_ops
-from torchsleuth.run import faults
+from torchsleuth.workers import faults
 from torchsleuth.run.imports import IMPORTED as _IMPORTED
 from torchsleuth.run.imports import load_imports
 
@@ -70,6 +70,6 @@ def test_a_crash_in_an_imported_files_kernel_names_that_file_and_function(tmp_pa
     result = run_sweep(config)
     crashes = [f for f in result.findings if f.kind == "crash"]
     assert crashes and all(f.op == "neg" and ("input", "transposed") in f.layouts for f in crashes), result.reasons
-    for finding in crashes:  # where it died (run.faults): the user's kernel, in the user's file, called from the case's call
+    for finding in crashes:  # where it died (workers.faults): the user's kernel, in the user's file, called from the case's call
         place = faults.placed(finding.detail)
         assert place.startswith(f"{path}:") and " neg_dying_on_transposed < run/call.py:" in place, finding.detail

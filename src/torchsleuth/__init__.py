@@ -28,7 +28,8 @@ from .optim.sweep import sweep as optim
 from .report.outputs import write_outputs
 from .shard import ShardConfig
 from .shard.sweep import sweep as shard
-from .sweep import Progress, SweepResult, sweep
+from .frame import Progress, SweepResult
+from .sweep import sweep
 from .watch import watch
 
 __all__ = [

@@ -12,7 +12,7 @@ from .errors import UsageError
 
 DEFAULT_SAMPLES = 3
 DEFAULT_TIMEOUT = 60.0
-# Where a sweep's units run: worker processes on this machine (run.pool), or Ray tasks on a cluster (run.ray_pool).
+# Where a sweep's units run: worker processes on this machine (workers.pool), or Ray tasks on a cluster (workers.ray_pool).
 EXECUTORS = ("local", "ray")
 
 
@@ -61,7 +61,7 @@ class SweepConfig:
     oracles: tuple[str, ...] = ()
     # shrink every finding and diagnose every group after the sweep (--no-shrink)
     shrink: bool = True
-    # searches beyond OpInfo's samples (run.search: values, arguments, long, ...), by name
+    # searches beyond OpInfo's samples (search: values, arguments, long, ...), by name
     search: tuple[str, ...] = ()
     # searched cases per op and dtype (0: every one planned), spread over those planned
     budget: int = 0

@@ -18,7 +18,8 @@ import functools
 import os
 import time
 import warnings
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -31,15 +32,34 @@ from .judge.calls import functional_of as _functional
 from .judge.verdict import judge, one_line
 from .judge.plugin import BUILTIN, Registry, Subject
 from .judge.records import Outcome
-from .run import call, edits, probe, search, tree
+from .run import call, probe, tree
+from . import search
+from .search import edits
 from .run.samples import samples_of
 from .run.evidence import Evidence
 from .run.facts import of_references as facts_of
 from .run.facts import facts as read_facts
-from .run.pool import DeviceLost
+from .workers.pool import DeviceLost
 from .run.references import References, Refused, base_case
 
 Event = tuple[str, object]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Unit:
+    """What every case of one unit shares, made once: the OpInfo entry, its variants as callables, those swept, the
+    tolerance override, the cases to leave out (``skip``) or the one to run (``only``), the oracles."""
+
+    unit: Unit
+    config: SweepConfig
+    entry: Any
+    functions: dict[str, Callable]
+    variants: tuple[str, ...]
+    override: tuple[float, float] | None
+    skip: frozenset[str]
+    only: str | None
+    oracles: Registry
+
 
 def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset(), *, only: str | None = None,
              oracles: Registry = BUILTIN) -> Iterator[Event]:
@@ -49,8 +69,9 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
     dtype = getattr(torch, unit.dtype)
     functions = opinfo.functions(entry)
     backward_ok = probe.backward_allowed(entry, torch.device(unit.device).type, dtype)  # a probed dtype's once its probe passed
-    variants = [v for v in config.variants if v in functions and (v != "backward" or backward_ok)]
-    override = opinfo.tolerance_override(entry, torch.device(unit.device).type, dtype)
+    variants = tuple(v for v in config.variants if v in functions and (v != "backward" or backward_ok))
+    this = _Unit(unit=unit, config=config, entry=entry, functions=functions, variants=variants, skip=skip, only=only, oracles=oracles,
+                 override=opinfo.tolerance_override(entry, torch.device(unit.device).type, dtype))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         samples = samples_of(unit.op, unit.dtype)  # cached: the shrink stage asks again in this worker
@@ -65,15 +86,15 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
             if only is not None and Case.parse(only).sample != index:
                 continue
             if only is None or not Case.parse(only).edits:
-                yield from _run_sample(unit, config, entry, functions, variants, samples[index], index, override, skip, only, oracles)
+                yield from _run_sample(this, samples[index], index)
             for variant in variants:
                 for edits in search.plan(config.search, unit.op, variant, unit.dtype, samples[index]):
                     searched += [Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, layouts=laid, edits=edits)
                                  for laid in search.laid_out(unit.op, edits, samples[index], config.layouts)]
-                    if search.values.judged_by_oracles(edits):  # the same special values, judged by each oracle's property
+                    if search.judged_by_oracles(edits):  # the same special values, judged by each oracle's property
                         searched += oracles.cases_for(config.oracles, unit, variant, index, edits)
                 searched += oracles.cases_for(config.sampled, unit, variant, index)  # a catalog run's sample of these oracles
-        yield from _run_search(unit, config, searched, skip, only, oracles)
+        yield from _run_search(this, searched)
 
 
 # A worker's exit status when torchsleuth failed on a case (see run_unit).
@@ -130,10 +151,11 @@ def _reference_maker(functions: dict, sample, dtype: str, entry=None, own=None, 
     return references
 
 
-def _run_sample(unit, config, entry, functions, variants, sample, index, override, skip, only, oracles) -> Iterator[Event]:
-    references = _reference_maker(functions, sample, unit.dtype, entry, refuse=only is None)
+def _run_sample(this: _Unit, sample, index: int) -> Iterator[Event]:
+    unit, config, skip, only = this.unit, this.config, this.skip, this.only
+    references = _reference_maker(this.functions, sample, unit.dtype, this.entry, refuse=only is None)
     inputs = tree.call_leaves(*call.sample_call(sample, "cpu"))
-    for variant in variants:
+    for variant in this.variants:
         try:
             tensors, written = _planned_tensors(variant, inputs, references, unit, index)
         except _NoReference as e:
@@ -144,11 +166,11 @@ def _run_sample(unit, config, entry, functions, variants, sample, index, overrid
             continue
         planned = cases_for(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, tensors=tensors,
                             layouts=config.layouts, written=written)
-        for case in [*planned, *oracles.cases_for(config.oracles, unit, variant, index)]:
+        for case in [*planned, *this.oracles.cases_for(config.oracles, unit, variant, index)]:
             if case.id in skip or (only is not None and case.id != only):
                 continue
             yield from _judged(case, lambda case=case, variant=variant: _run_case(
-                case, entry, functions[variant], sample, references, override, oracles), config, only)
+                case, this.entry, this.functions[variant], sample, references, this.override, this.oracles), config, only)
 
 
 def _judged(case: Case, run, config: SweepConfig, only: str | None) -> Iterator[Event]:
@@ -179,12 +201,13 @@ def _judged(case: Case, run, config: SweepConfig, only: str | None) -> Iterator[
         raise DeviceLost(outcome.reason)
 
 
-def _run_search(unit: Unit, config: SweepConfig, planned: list[Case], skip, only, oracles: Registry) -> Iterator[Event]:
-    """The unit's searched cases (run.search), within the sweep's budget; each judged from scratch, as a replay is.
+def _run_search(this: _Unit, planned: list[Case]) -> Iterator[Event]:
+    """The unit's searched cases (search), within the sweep's budget; each judged from scratch, as a replay is.
 
     When the budget leaves cases out, or its seconds run out, a ``("note", "search RAN/PLANNED")`` event says how
     many of the planned ones ran.
     """
+    config, skip, only, oracles = this.config, this.skip, this.only, this.oracles
     if only is not None:  # a replay of a case the whole unit's plan chose: ``planned`` holds only its sample's cases
         for case in planned:
             if case.id == only:
@@ -242,7 +265,7 @@ def run_case(case: Case, oracles: Registry = BUILTIN, *, refuse: bool = True) ->
     device even where the CPU refuses them (``References.refused``).
     """
     entry = opinfo.get(case.op)
-    functions = reach.calls(entry, opinfo.functions(entry), case.edits)  # an overload the edits call by name (run.search.overloads)
+    functions = reach.calls(entry, opinfo.functions(entry), case.edits)  # an overload the edits call by name (search.overloads)
     dtype = getattr(torch, case.dtype)
     device_type = torch.device(case.device).type
     # an undeclared dtype is called all the same (a probed unit's findings replay; a refusal is ``raised``)

@@ -270,7 +270,7 @@ def single_out(name: str):
 # --- calling an overload directly ----------------------------------------------------------
 
 
-# The edit verb of a direct call of an internal kernel the op's trace names (``run.search.internal``):
+# The edit verb of a direct call of an internal kernel the op's trace names (``search.internal``):
 # ``internal:aten._softmax.default#0``, or ``internal:aten._ctc_loss.default#0>0``, judged on output 0 alone.
 INTERNAL = "internal"
 

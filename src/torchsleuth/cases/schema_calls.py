@@ -199,7 +199,7 @@ _CLONE = "(lambda v: v if v is None else [t.clone() for t in v] if isinstance(v,
 class OverloadCall:
     """The overload, called on clones of the arguments at ``written`` (schema positions); a Python signature from its schema.
 
-    The signature names the arguments and their defaults for the searches (``run.search.argument_names``). Where the
+    The signature names the arguments and their defaults for the searches (``search.argument_names``). Where the
     overload writes its arguments and returns nothing, the call returns the clones it wrote.
     """
 

@@ -34,9 +34,10 @@ from ..config import SweepConfig
 from ..errors import UsageError
 from ..judge.plugin import BUILTIN
 from ..run.imports import IMPORTED
-from ..run.search import DESCRIPTIONS as SEARCHES
+from ..search import registry as search_registry
 from ..run.samples import forget
-from ..sweep import Progress, SweepResult, depth, sweep
+from ..frame import Progress, SweepResult
+from ..sweep import depth, sweep
 from .entries import GivenOp
 
 @dataclass(frozen=True)
@@ -104,8 +105,8 @@ def check(op: Any, samples: Iterable | Callable | None = None, *, reference: Cal
     # what was asked, checked before anything is registered or run
     chosen_layouts, chosen_variants = select.resolve_layouts(_text(layouts)), select.resolve_variants(_text(variants))
     chosen_oracles = None if oracles is None else select.resolve_oracles(_text(oracles), BUILTIN)
-    searches = tuple(SEARCHES) if search is None else (() if _text(search) == "none"
-                                                       else select.resolve_names(_text(search), tuple(SEARCHES), "search", tuple(SEARCHES)))
+    searches = search_registry.names() if search is None else (() if _text(search) == "none"
+                                                       else select.resolve_names(_text(search), search_registry.names(), "search", search_registry.names()))
     if isolate and samples is not None:
         raise UsageError("isolate=True runs an op whose samples come from its schema (a worker cannot be handed samples=)")
     name, entry = _entry(op, samples, reference=reference, dtypes=_dtypes(dtypes))

@@ -17,7 +17,7 @@ from typing import Iterable
 
 from ..report import html, outputs, view
 from ..store.coverage import Coverage
-from ..sweep import SweepResult
+from ..frame import SweepResult
 from .api import CheckResult
 
 

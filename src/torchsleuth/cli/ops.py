@@ -11,8 +11,8 @@ from ..cases import layouts
 from ..cases.records import DEFAULT_DTYPES, VARIANTS
 from ..errors import ExitCode, UsageError
 from ..judge.plugin import BUILTIN
-from ..run import ray_pool
-from ..run.search import DESCRIPTIONS as _SEARCHES
+from ..workers import ray_pool
+from ..search import registry as search_registry
 from ..sweep import CATALOG_BUDGET, POINTED_OPS, begin_workers, depth
 from ..config import DEFAULT_SAMPLES, EXECUTORS, check_executor
 from .arguments import budget, command, count, cpus, imports as load, seconds
@@ -37,7 +37,7 @@ deeper oracles (--oracles; each adds its own cases to the sweep):
 {chr(10).join(f"  {name:<17} {text}" for name, text in BUILTIN.available().items())}
 
 searches (--search; calls OpInfo's samples never make, as edits of a sample):
-{chr(10).join(f"  {name:<17} {text}" for name, text in _SEARCHES.items())}
+{chr(10).join(f"  {name:<17} {text}" for name, text in search_registry.descriptions().items())}
 
 depth (--depth): a run pointed at a few ops (--ops naming at most {POINTED_OPS}) goes deep:
 every sample, every search with no budget, the cheap oracles
@@ -152,7 +152,7 @@ def run(args) -> int:
     layouts_ = select.resolve_layouts(args.layouts)
     variants = select.resolve_variants(args.variants)
     oracles = select.resolve_oracles(args.oracles, BUILTIN)
-    searches = select.resolve_names(args.search, tuple(_SEARCHES), "search", tuple(_SEARCHES)) if args.search != "none" else ()
+    searches = select.resolve_names(args.search, search_registry.names(), "search", search_registry.names()) if args.search != "none" else ()
     device, gpus = _devices(args)
     _check_executor(args, device)
     oracles = _deep_flags(args, oracles, device)

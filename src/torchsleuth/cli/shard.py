@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ExitCode, UsageError
-from ..sweep import Silent
+from ..frame import Silent
 from .arguments import command, count, cpus, imports as load
 
 EPILOG = """\

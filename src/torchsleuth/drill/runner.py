@@ -33,7 +33,8 @@ from typing import Protocol, Sequence
 from ..cases import opinfo
 from ..config import SweepConfig
 from ..errors import UsageError
-from ..sweep import SweepResult, sweep
+from ..frame import SweepResult
+from ..sweep import sweep
 from .classes import CLASSES, BugClass, placed
 from .records import ClassResult, ControlResult, DrillResult
 

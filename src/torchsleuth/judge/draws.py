@@ -21,7 +21,7 @@ parameters the draw is not random at all:
 
 The parameters are the arguments the op's kernel was called with, by schema
 name, as the trace recorded them (``run.trace``): whatever Python wrapper
-made the call. The ``draws`` search (``run.search.draws``) gives these
+made the call. The ``draws`` search (``search.draws``) gives these
 parameters the degenerate values, under every layout. ``ruled_out`` and the
 functions it calls use only torch, so a repro script carries their source
 (``scripts.draws``).

@@ -23,7 +23,7 @@ raise or give the right answer; ...). A plug-in is an ``Oracle`` record:
   (``--large rows,index``) and returns it as carried in the config
   (``"rows,index"``); raises ``UsageError`` with what is allowed;
 * ``on_values``: its cases are planned on the value search's edits too
-  (``run.search.values``: special values in the vector body and the scalar
+  (``search.values``: special values in the vector body and the scalar
   tail of one tensor), each judged by the oracle's property with the edit
   made, as well as on the sample as it is;
 * ``sampled``: a whole-catalog run that did not ask for it by name still

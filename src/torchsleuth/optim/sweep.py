@@ -11,7 +11,7 @@ configuration becomes one ``Outcome`` in the store, keyed by its case id,
 so a killed run resumes where it stopped, as ``torchsleuth ops`` does: the
 unfinished run with the same config key is continued and its stored
 configurations are not run again. The run goes through the run frame
-(``torchsleuth.sweep.run_frame``), as every command's does: the result is
+(``torchsleuth.frame.run_frame``), as every command's does: the result is
 read back from the store and the outputs asked for are written (with this
 package's repro scripts), so the terminal summary, the findings file and
 ``torchsleuth report`` show an optim run as they show an ops run.
@@ -29,7 +29,7 @@ from pathlib import Path
 from ..judge.records import Finding, Outcome
 from ..report import outputs
 from ..run.imports import load_imports
-from ..sweep import Progress, SweepResult, run_frame
+from ..frame import Progress, SweepResult, run_frame
 from . import contracts, edges, judge, matrix, plan, repro, run as running
 from .matrix import Configuration, OptimConfig, OptimSpec
 

@@ -2,7 +2,7 @@
 
 Design note. Every command's Python API (``torchsleuth.sweep``,
 ``optim.sweep``, ``shard.sweep``, ``watch``) ends its run here, through the
-run frame (``sweep.run_frame``), so a caller from Python gets the same files
+run frame (``frame.run_frame``), so a caller from Python gets the same files
 the command line writes; the CLI only passes the paths through. The repro
 scripts are each command's own (an optimizer's script is not an op's): the
 command hands in its writer; the default is ``report.repro``'s, the op
@@ -37,7 +37,7 @@ def write_outputs(result, *, out: str | Path | None = None, json: str | Path | N
                   rows: Sequence[tuple] = (), scripts: Scripts | None = None) -> dict[str, str]:
     """Write the outputs asked for; what was written where (label -> path), in the order the summary lists them.
 
-    ``result`` is a ``sweep.SweepResult``; ``out``: repro scripts into
+    ``result`` is a ``frame.SweepResult``; ``out``: repro scripts into
     ``out/repros``; ``json``: the findings file; ``junit``: JUnit XML, a test
     case per op, variant and dtype from ``rows`` (``Store.outcome_rows``).
     """

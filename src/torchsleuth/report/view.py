@@ -2,7 +2,7 @@
 
 Design note. The terminal summary, the HTML report and the JUnit file show
 the same run, so they read the same records, built here from the stored run
-(``sweep.SweepResult``) and its groups. A reporter only lays these records
+(``frame.SweepResult``) and its groups. A reporter only lays these records
 out; it never decides what a group covers, which statuses to count or in
 what order, so the three cannot drift apart. Like every record that crosses
 a stage boundary they are frozen and hold strings and numbers, never tensors.
@@ -170,7 +170,7 @@ class Tally:
 
 
 def build(result, groups: Sequence[grouping.Group] | None = None, *, repros: bool = False) -> ReportView:
-    """The view of ``result`` (a ``sweep.SweepResult``).
+    """The view of ``result`` (a ``frame.SweepResult``).
 
     ``groups`` default to the result's (diagnosed by the shrink stage), or to
     ``groups.group`` of its findings when it has none. ``repros``: write each

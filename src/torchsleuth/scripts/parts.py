@@ -25,7 +25,7 @@ from .._version import __version__
 from ..judge.plugin import decode_detail
 from ..judge.records import Finding
 from ..judge.tolerance import table
-from ..run import faults
+from ..workers import faults
 from ..run.call import CALL_SEED
 from ..run.records import CallSpec
 from . import kit
@@ -70,7 +70,7 @@ def header(finding: Finding, call: CallSpec | None, torch_version: str) -> list[
 
 def died_in_steps(finding: Finding, torch_version: str, steps: str) -> str:
     """The script of a crash or hang in an oracle's own calls (``steps``: which calls it makes), which a script of the
-    case's call would not reproduce: it names the place the worker died, where the pool recorded it (run.faults)."""
+    case's call would not reproduce: it names the place the worker died, where the pool recorded it (workers.faults)."""
     place = faults.placed(finding.detail)
     if place:
         why = f"the worker died in one of {steps}, at {place} (the innermost frames of torchsleuth's code)"

@@ -11,7 +11,7 @@ read an ops case:
     layouts  ``(argument, placement)`` for every argument not replicated,
              in placements.py's text (``(("input", "S1.R"),)``)
     oracle   ``shard:<mesh>`` (``shard:2x2``): the sharding oracle on that mesh
-    edits    the shrinker's edits of the sample (run.edits), as for ops
+    edits    the shrinker's edits of the sample (search.edits), as for ops
 
 A deep config (a run pointed at a few ops) plans targeted.py's cases: every
 placement that matters of the op's shardable samples; its units are split
@@ -39,7 +39,8 @@ import torch
 
 from ..cases import opinfo
 from ..cases.records import Case, Unit
-from ..run import edits as sample_edits, tree
+from ..run import tree
+from ..search import edits as sample_edits
 from . import composites, placements as placing, surface, targeted
 
 VARIANTS = ("functional", "backward")

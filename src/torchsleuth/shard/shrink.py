@@ -5,7 +5,7 @@ shard case has. One definition of simpler, compared as a tuple, smallest
 first: the sample's tensor elements, the arguments not replicated, the mesh's
 ranks, the placements' non-replicated mesh dims, the values' plainness. The
 moves, cheapest to check first: a smaller sample of the op; one dimension
-size narrowed in every tensor (``run.edits``' ``size:S>K``); one argument
+size narrowed in every tensor (``search.edits``' ``size:S>K``); one argument
 replicated; one mesh dim of a placement replicated; a mesh with fewer ranks
 (a 2-D placement keeps its first mesh dim's part); one tensor's values made
 plain. A candidate is kept only if it costs less and still fails with the
@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 
 from ..cases.records import Case
 from ..judge.records import Finding, Outcome
-from ..run import edits
+from ..search import edits
 from ..shrink.records import Shrunk
 from ..shrink import shrinker
 from . import cases as shard_cases, placements as placing

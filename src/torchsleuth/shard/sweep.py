@@ -7,7 +7,7 @@ runs in one of two places:
 
 * simulated (LocalTensorMode, the default where this torch has it): every
   mesh in the process that runs the case, so with ``workers`` the units are
-  spread over the ops sweep's worker pool (run.pool: a case that kills or
+  spread over the ops sweep's worker pool (workers.pool: a case that kills or
   hangs its worker is recorded as such, the rest of its unit goes on in a
   fresh one); with none they run here.
 * on real gloo ranks (``on_ranks``: ``--backend gloo`` outside torchrun, or
@@ -31,7 +31,7 @@ the findings file and repro scripts show the shrunk case; then, unless
 ``gloo`` is 0, a sample of the cases judged is replayed on real gloo
 process groups (gloo.py), and each disagreement with the simulator becomes
 a ``simulator_mismatch`` finding of its own. The run goes through the run frame
-(``torchsleuth.sweep.run_frame``), as every command's does: the result is
+(``torchsleuth.frame.run_frame``), as every command's does: the result is
 read back from the store and the outputs asked for are written (with this
 package's repro scripts), so the terminal summary, the findings file and
 ``report``/``diff`` show a shard run as they show an ops run.
@@ -50,10 +50,11 @@ from ..cases.records import Case
 from ..judge.records import Outcome
 from ..report import outputs
 from ..run.imports import load_imports
-from ..run.pool import Pool
-from ..run.starts import default_start
+from ..workers.dispatch import Settings, Work
+from ..workers.pool import Pool
+from ..workers.starts import default_start
 from ..store.sqlite import Store
-from ..sweep import Frame, Progress, SweepResult, pool_callbacks, run_frame, worker_log
+from ..frame import Frame, Progress, SweepResult, pool_callbacks, run_frame, worker_log
 from . import cases as shard_cases, gloo, judge, repro, run as running, shrink as shrinking, support
 from .cases import ShardConfig
 from .ranks import Groups
@@ -105,7 +106,7 @@ _UNSUPPORTED: dict[tuple, str] = {}
 
 
 def unit_events(unit, config: ShardConfig, skip: frozenset[str] = frozenset(), only: str | None = None):
-    """A unit's cases run and judged: ``("begin", id)`` before each, ``("outcome", Outcome)`` after (run.pool's protocol)."""
+    """A unit's cases run and judged: ``("begin", id)`` before each, ``("outcome", Outcome)`` after (workers.pool's protocol)."""
     if not getattr(unit_events, "ready", False):  # once per process
         quiet_dtensor()
         load_imports(config.imports)
@@ -171,8 +172,9 @@ def _matrix(config: ShardConfig, frame: Frame, todo: list) -> None:
                     frame.record(payload)
             frame.unit_done(unit)
         return
-    pool = Pool(unit_events, _no_description, config, workers=config.workers, timeout=config.timeout, threads=config.threads,
-                log=worker_log(frame.store.path), start=default_start(config.device))
+    pool = Pool(Work(run=unit_events, describe=_no_description, config=config),
+                Settings(workers=config.workers, timeout=config.timeout, threads=config.threads, log=worker_log(frame.store.path),
+                         start=default_start(config.device)))
     pool.run(todo, callbacks=pool_callbacks(frame))
 
 

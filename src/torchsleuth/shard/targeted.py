@@ -9,7 +9,7 @@ never drawn. A pointed run plans instead, for each op:
 
 * **samples** (``samples``): the op's samples with the most dims (and then
   the most elements; ``DEEP_SAMPLES`` of them, distinct by shape), each as it
-  is (its sizes mostly uneven on every mesh) and grown (``run.edits``'s
+  is (its sizes mostly uneven on every mesh) and grown (``search.edits``'s
   ``grow:S>K``: every size from 2 up to ``GROWN``, which divides by every mesh
   size and split factor the plan uses, so even shards and ``_StridedShard``
   fit). An op that takes a ``dim`` (a reduction, a normalisation, a scan)
@@ -41,8 +41,9 @@ from __future__ import annotations
 import itertools
 import math
 
-from ..run import edits as sample_edits, tree
-from ..run.search import argument_names, arguments
+from ..run import tree
+from ..search import edits as sample_edits
+from ..search import argument_names, arguments
 from . import placements as placing, support
 
 DEEP_SAMPLES = 2

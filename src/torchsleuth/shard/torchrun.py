@@ -9,7 +9,7 @@ Every rank runs every case in a ``world.Real``; what each rank saw (its
 ``Ran``) is sent to rank 0 (``gather_object``), which merges them as the
 spawned ranks' are merged (ranks.merge) and judges the result as the
 simulated sweep does, against the plain op on one device, and alone holds
-the run frame (sweep.run_frame): the store, the findings file and the repro
+the run frame (frame.run_frame): the store, the findings file and the repro
 scripts. When a case is wrong, rank 0 says so to all ranks
 (``broadcast_object_list``) and every rank runs it once more with the blame
 trace on, whose checks are collectives too. Rank 0 returns the run, the
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from ..errors import UsageError
-from ..sweep import Progress, SweepResult, run_frame
+from ..frame import Progress, SweepResult, run_frame
 from .cases import ShardConfig
 
 

@@ -48,7 +48,7 @@ from ..cases import layouts as layout_rules
 from ..cases import opinfo
 from ..cases.records import Case
 from ..judge.records import Finding, Outcome
-from ..run import edits
+from ..search import edits
 from .records import Shrunk
 
 # Simplest first; dtypes not listed come last.

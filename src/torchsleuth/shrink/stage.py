@@ -32,8 +32,8 @@ from ..config import SweepConfig
 from ..engine import device_works, run_case
 from ..judge.plugin import BUILTIN, Registry
 from ..judge.records import Finding
-from ..run.dispatch import Callbacks
-from ..run.pool import DeviceLost, Pool
+from ..workers.dispatch import Callbacks
+from ..workers.pool import DeviceLost, Pool
 from . import shrinker
 from .records import Shrunk
 from .shrinker import LOST

@@ -14,7 +14,7 @@ Design note. Entering the block installs, process-wide and until it exits:
 On exit the findings (invariants first, then the ops in the order they
 failed) are stored as a run of command ``watch`` in the same SQLite store as
 ``torchsleuth ops`` (``db``), through the run frame every command's run goes
-through (sweep.run_frame), so ``report``, ``diff`` and ``repro`` read them
+through (frame.run_frame), so ``report``, ``diff`` and ``repro`` read them
 the same way, the result is the same ``SweepResult``, and the outputs asked
 for (``out``, ``json``, ``junit``) are written as the other commands write them.
 """
@@ -37,7 +37,7 @@ from ..cases.records import Case
 from ..errors import UsageError
 from ..judge.records import Finding, Outcome
 from ..report import outputs
-from ..sweep import Frame, run_frame
+from ..frame import Frame, run_frame
 from . import names as naming
 from .invariants import StepChecks
 from .shadow import Context, ShadowMode

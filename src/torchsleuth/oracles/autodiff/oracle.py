@@ -95,7 +95,7 @@ from ...judge.verdict import one_line
 from ...run import probe, tree
 from ...run.facts import of_references as facts_of
 from ...run.samples import samples_of
-from ...run.search import values as value_search
+from ...search import values as value_search
 from . import helpers
 from .detail import FORWARD, PREFIX, SECOND, form
 from .judging import Argument, Skip
@@ -188,7 +188,7 @@ def differentiated(subject: Subject):
 
 
 def unfair_sets(edits: tuple[str, ...]) -> list[str]:
-    """The value search's sets among ``edits`` that gradients are not judged on (run.search.values: only its ANY_OP sets)."""
+    """The value search's sets among ``edits`` that gradients are not judged on (search.values: only its ANY_OP sets)."""
     found = []
     for edit in edits:
         if edit.startswith(value_search.VERB + ":"):

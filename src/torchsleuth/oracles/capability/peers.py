@@ -51,7 +51,8 @@ import torch
 from ...cases import opinfo
 from ...cases.records import Case
 from ...judge.calls import functional_of, make_call
-from ...run import call, edits, tree
+from ...run import call, tree
+from ...search import edits
 
 # Seconds a peer may take to start (torch and the OpInfo catalog) and to answer one call.
 START_TIMEOUT = 120.0

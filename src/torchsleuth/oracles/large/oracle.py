@@ -28,7 +28,7 @@ Reductions (``large:length=L``). Kernels that index by dim break at other
 sizes: a reduction of 32768 elements and more (a 16-bit count, a block's
 share), a grid of 65536 rows or more (CUDA's grid y and z stop at 65535).
 For a reduction, the input's largest dim is tiled to L, for L in 32767,
-32768, 32769, 65535, 65536, 65537 (run.edits' ``dim:input@D>L``), and that
+32768, 32769, 65535, 65536, 65537 (search.edits' ``dim:input@D>L``), and that
 call is judged as the ops engine judges any case: against the precision
 reference (float64 on the CPU), the device reference off the CPU, and the
 contracts. Its findings are that stretched case's

@@ -2,7 +2,7 @@
 
 Design note (the whole of it is large/oracle.py's, "Reductions" and "Rows").
 A stretched case is the case's own call with one dim of some of its
-tensors tiled (run.edits' ``dim:PATH@D>L``), at most ``MAX_STRETCHED``
+tensors tiled (search.edits' ``dim:PATH@D>L``), at most ``MAX_STRETCHED``
 elements, and judged as the ops engine judges any case; its findings are
 that stretched case's, replayed, shrunk and scripted as such. The rows form
 first asks two small calls whether dim 0 is a batch of independent rows
@@ -21,7 +21,8 @@ from ...judge import compare as cmp
 from ...judge.verdict import one_line
 from ...judge.records import Outcome
 from ...judge.tolerance import table
-from ...run import call, edits
+from ...run import call
+from ...search import edits
 from ...run.facts import of_references
 from ...run.opclass import computation
 from ...run.samples import samples_of

@@ -92,7 +92,8 @@ from __future__ import annotations
 from ...judge import calls
 from ...judge.plugin import Oracle
 from ...judge.records import Outcome
-from ...run import call, edits
+from ...run import call
+from ...search import edits
 from ...run.facts import facts as read_facts
 from ...run.opclass import computation, may_be_pointwise_or_reduction
 from ...run.samples import samples_of

@@ -1,4 +1,4 @@
-"""A unit split among idle workers (run.dispatch): which of its cases each part runs.
+"""A unit split among idle workers (workers.dispatch): which of its cases each part runs.
 
 Each part of a split unit leaves out the cases of the other parts, chosen by a stable hash of the case id, so a
 replayed or resumed part runs the same cases, and the parts together run every case once.

@@ -1,6 +1,6 @@
 """Ray tasks as the worker pool: a sweep's units fanned out over a Ray cluster.
 
-Design note. ``RayPool`` has ``run.pool.Pool``'s interface and meaning; only
+Design note. ``RayPool`` has ``workers.pool.Pool``'s interface and meaning; only
 the transport differs. Each unit is one Ray task, a streaming generator that
 yields the local pool's events (``begin``, ``outcome``, ``note``, ``done``,
 ``failed``, ``lost``) as they happen, after a first ``("where", node)``; at
@@ -8,7 +8,7 @@ most ``workers`` tasks are in flight. The driver holds the one store and reads
 every task's stream at once (``ray.wait``). A task asks for one CPU per intra-op
 thread and, on CUDA, one GPU.
 
-What a worker's death or hang means is run.dispatch's, shared with the local
+What a worker's death or hang means is workers.dispatch's, shared with the local
 pool. A task whose worker dies (a crashing kernel, a killed process, a lost
 node: any ``RayError`` from its stream) has the case it was running replayed
 alone in a new task; a case past its time limit has its task cancelled
@@ -40,11 +40,10 @@ import collections
 import logging
 import socket
 from dataclasses import dataclass
-from typing import Callable
 
 from .. import devices
 from ..errors import UsageError
-from .dispatch import Dispatcher, Slot
+from .dispatch import Dispatcher, Settings, Slot, Work
 from .parts import Leaving
 from .pool import unit_events
 from .starts import hash_seed
@@ -162,7 +161,7 @@ def _s(count: int) -> str:
 
 
 def _unit_events(shared: tuple, unit, skip: frozenset, only: str | None, part: tuple[int, int] | None = None):
-    """The Ray task of a unit: where it runs, then the local pool's events (run.pool.unit_events)."""
+    """The Ray task of a unit: where it runs, then the local pool's events (workers.pool.unit_events)."""
     import ray
     import torch
 
@@ -192,15 +191,17 @@ class _RaySlot(Slot):
 
 
 class RayPool(Dispatcher):
-    """``run.pool.Pool`` over Ray tasks (see the design note); ``address`` as for ``connect``. ``log`` is Ray's own."""
+    """``workers.pool.Pool`` over Ray tasks (see the design note); ``address`` as for ``connect``. ``log`` is Ray's own."""
 
-    def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1,
-                 log: str | None = None, slower: Callable[[str], float] = lambda case_id: 1.0, address: str | None = None,
-                 share: Callable[[object], bool] | None = None):
+    def __init__(self, work: Work, settings: Settings, *, address: str | None = None):
+        """``settings``: its workers, timeout and threads; ``work``'s kin and the settings' shares and start are the
+        local pool's: each case of a Ray task may take the whole timeout."""
         import ray
 
         self.cluster = connect(address)
-        self.workers, self.timeout, self.threads, self.slower, self.share = max(1, workers), timeout, threads, slower, share
+        self.workers, self.timeout, self.threads = max(1, settings.workers), settings.timeout, settings.threads
+        self.slower, self.share = work.slower, work.share
+        threads, config = settings.threads, work.config
         device = devices.kind(str(getattr(config, "device", "cpu")))
         self.cluster.capacity(device, threads)  # a cluster that has nothing to run a unit on is an error, not a wait
         self.resources = {"num_cpus": max(1, threads), **({"num_gpus": 1} if device == "cuda" else {})}
@@ -210,7 +211,7 @@ class RayPool(Dispatcher):
         once = {"max_calls": 1} if device != "cpu" else {}
         self.unit_task = ray.remote(num_returns="streaming", max_retries=0, _generator_backpressure_num_objects=1, **once)(_unit_events)
         self.describe_task = ray.remote(max_retries=0, **once)(_description)
-        self.shared = ray.put((work, describe, config, threads))
+        self.shared = ray.put((work.run, work.describe, config, threads))
         self.slots: list[_RaySlot] = []
         self.cases: collections.Counter[str] = collections.Counter()  # node -> cases whose outcome it sent
 

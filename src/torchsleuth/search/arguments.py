@@ -46,9 +46,10 @@ import math
 
 import torch
 
-from ...cases import opinfo
-from ...errors import UsageError
+from ..cases import opinfo
+from ..errors import UsageError
 from .argument_names import NUMBER_TYPES, signature
+from .registry import Search
 
 DESCRIPTION = "each number and flag argument at its edges: 0, negative, past the midpoint, reciprocal, dims both ways, flags flipped"
 VERB = "arg"
@@ -90,7 +91,7 @@ def parse_value(text: str):
     return value
 
 
-def apply(sample, rest: str):
+def apply(sample, rest: str, *, op: str = ""):
     """The sample with argument ``PATH`` set to ``VALUE`` (``rest`` is ``PATH=VALUE``)."""
     path, found, text = rest.partition("=")
     if not found or not path:
@@ -205,3 +206,7 @@ def _tensor_input(value) -> bool:
 def _dims(value) -> int:
     """The dims of the sample's input (of its first tensor, for a list of tensors)."""
     return value.dim() if hasattr(value, "dim") else value[0].dim()
+
+
+SEARCH = Search(name="arguments", description=DESCRIPTION, edits="one number or flag argument", order=20, plan=plan, verb=VERB, form=FORM,
+                apply=apply)

@@ -19,7 +19,7 @@ positional ones, ``kwargs`` its keyword ones), so the engine's references
 becomes the overload itself (``cases.reach.calls``), and the repro script
 calls ``torch.ops.aten.OVERLOAD``. The edit re-traces the sample as the
 edits before it left it, seeded, so a case replays from its id alone (the
-edit verb is handed the case's op for that: ``verbs.TAKE_OP``).
+edit is handed the case's op for that, as every search's ``apply`` is).
 
 Which outputs are judged: those the op's own call uses (read by a later
 call, or part of its result), found in the same trace. Where that is not
@@ -74,11 +74,12 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ...cases import opinfo, reach
-from ...cases.plan import Assignment, jointly, spread
-from ...errors import UsageError
-from .. import call, tree
-from ..samples import samples_of
+from ..cases import opinfo, reach
+from ..cases.plan import Assignment, jointly, spread
+from ..errors import UsageError
+from ..run import call, tree
+from ..run.samples import samples_of
+from .registry import Search
 
 DESCRIPTION = ("the internal aten kernels an op dispatches to (aten._softmax, native_layer_norm, mm, native_group_norm, ...) "
                "called directly, under the layouts the public op never passes them")
@@ -156,11 +157,12 @@ def _bytes(t: torch.Tensor) -> bytes:
         return b""
 
 
-def assignments(op: str, edits: tuple[str, ...], sample, layouts: tuple[str, ...]) -> list[Assignment]:
-    """The layouts a searched case with ``edits`` is tried under: every one for a direct call, jointly; none otherwise."""
+def assignments(op: str, edits: tuple[str, ...], sample, layouts: tuple[str, ...]) -> list[Assignment] | None:
+    """The layouts a searched case with ``edits`` is tried under: every one for a direct call, jointly; None for a case
+    of another search."""
     chosen = [e for e in edits if e.startswith(VERB + ":")]
     if not chosen:
-        return [()]
+        return None
     for e in edits[: edits.index(chosen[-1]) + 1]:
         if e.startswith(VERB + ":"):
             sample = apply(sample, e.partition(":")[2], op=op)
@@ -316,3 +318,7 @@ def _signature(args: tuple, kwargs: dict) -> str:
         return repr(value)
 
     return repr([tree.map_values(args, describe), {k: tree.map_values(v, describe) for k, v in kwargs.items()}])
+
+
+SEARCH = Search(name="internal", description=DESCRIPTION, edits="the call: an internal kernel of the op's trace called directly", order=50,
+                plan=plan, verb=VERB, form=FORM, apply=apply, layouts=assignments)

@@ -32,7 +32,7 @@ searches' verbs: special values, an argument's or a scalar's value, an
 internal call). Cases of one unit that set the same values in another sample
 or layout are kin (``kin``): where one hangs (a degree of 2^52 + 1 makes a
 polynomial's recurrence run for months), its kin are set aside with it
-unrun (run.dispatch).
+unrun (workers.dispatch).
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ import dataclasses
 import torch
 
 from ..errors import UsageError
-from . import tree
-from .samples import samples_of
-from .search import verbs as search_verbs
+from ..run import tree
+from ..run.samples import samples_of
+from . import registry
 from ..cases.opinfo import Sample
 from ..cases.records import Case
 
@@ -102,10 +102,10 @@ def apply(sample: Sample, edits: tuple[str, ...], *, op: str = "") -> Sample:
             if kind not in VALUES:
                 raise UsageError(f"unknown value edit {kind!r} in {edit!r}; allowed: {', '.join(VALUES)}")
             sample = _map(sample, lambda path, t: _simple(t, kind) if path == target else t)
-        elif verb in search_verbs.VERBS:  # the search's own edits (run.search)
-            sample = search_verbs.apply(verb, sample, rest, op=op)
+        elif (search := registry.by_verb(verb)) is not None:  # a search's own edit (search.registry)
+            sample = search.apply(sample, rest, op=op)
         else:
-            allowed = ", ".join(("size:S>K", "grow:S>K", "dim:PATH@D>K", "values:PATH=KIND", *search_verbs.FORMS))
+            allowed = ", ".join(("size:S>K", "grow:S>K", "dim:PATH@D>K", "values:PATH=KIND", *(s.form for s in registry.searches() if s.form)))
             raise UsageError(f"unknown sample edit {edit!r}; allowed: {allowed}")
     return sample
 

@@ -1,7 +1,7 @@
 """What both worker pools share: a slot per unit in flight, and what each event of its worker means.
 
-Design note. The local pool (run.pool: worker processes on this machine) and the
-Ray pool (run.ray_pool: Ray tasks, on a cluster) differ only in how a unit's
+Design note. The local pool (workers.pool: worker processes on this machine) and the
+Ray pool (workers.ray_pool: Ray tasks, on a cluster) differ only in how a unit's
 events travel and how a worker is ended or replaced. What the events mean is
 here, once: ``begin`` marks a case in flight (and starts its clock),
 ``outcome`` ends it, a worker that dies or hangs with a case in flight has that
@@ -30,7 +30,7 @@ stays where it is. Where workers share a GPU (``first`` below one) a case is set
 aside once it has run for that share of its time: a hanging kernel would hold
 the device that long, and the replay at the end, given the whole time, still
 tells a hang from a slow case. A case that sets the same values as a hang set
-aside (its ``kin``, run.edits.kin: the same op and searched values in another
+aside (its ``kin``, search.edits.kin: the same op and searched values in another
 sample, layout, variant or dtype, so in another unit too) is set aside as soon
 as it begins, its worker ended before its kernel holds the device: it would most
 likely hang as well, and its replay at the end tells. And once a case setting
@@ -48,7 +48,7 @@ last one running while every other worker idles. When such a unit goes on
 after a failed case (the one moment its worker is fresh and told what to
 run) and workers are idle with no unit or replay to take, its remaining
 cases are split among them: each worker runs the unit with a ``part``
-(index, count) and leaves out the cases of the other parts (run.parts); the
+(index, count) and leaves out the cases of the other parts (workers.parts); the
 unit is done when every part is. Only units ``share`` allows are
 split (the sweep's units, not the shrink stage's jobs), and a part is not
 split again. The notes a unit sends are taken from its first part only (each
@@ -73,6 +73,43 @@ from typing import Callable, Iterable
 # A worker that dies this many times on one unit outside any case is given
 # up on: the unit fails, the sweep goes on.
 SETUP_RETRIES = 1
+
+def _one(case_id: str) -> float:
+    return 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Work:
+    """What a pool runs, and what it may know of a unit's cases: by id only, nothing of what a case computes."""
+
+    run: Callable  # run(unit, config, skip, only) -> events: ("begin", id), ("outcome", o), ("call", spec), ("note", text)
+    describe: Callable | None = None  # describe(unit, config, case_id) -> the call a case makes, for one that killed its worker
+    config: object = None  # what both are handed, in every worker
+    warm: Callable | None = None  # warm(config): what a worker does before its first unit (a spare is warm when needed)
+    slower: Callable[[str], float] = _one  # a case id -> how many timeouts it may take (a compile takes longer than a call)
+    kin: Callable[[str], str | None] | None = None  # a case id -> what it shares with the cases likely to hang with it
+    share: Callable[[object], bool] | None = None  # whether a unit's rest may be split among idle workers
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """How a pool runs its work: how many workers, how long a case may take, and (the local pool's) how they start."""
+
+    workers: int
+    timeout: float  # seconds one case may take before it is a hang
+    threads: int = 1  # intra-op threads in each worker
+    log: str | None = None  # where workers' own output goes (device asserts, crash traces); None: inherited
+    first: float = 1.0  # the share of its time a case may take before it is set aside, unless it is a replay (first_share)
+    searched: float = 1.0  # the share of a case setting searched values (searched_share)
+    after_hang: float = 1.0  # the share of a case setting values in a unit where such a case hung (after_hang_share)
+    # the local pool's own (workers.pool):
+    spares: int | None = None  # warm spares kept once a worker was replaced (None: default_spares)
+    pins: tuple[dict, ...] = ()  # the environments that pin workers to GPUs, in turn
+    start: str | None = None  # forkserver or spawn (None: workers.starts.default_start)
+    preload: tuple[str, ...] = ()  # what the fork server imports first (workers.starts.begin)
+    environ: dict[str, str] | None = None  # what every worker's environment adds
+    remark: str = ""  # said by where()
+
 
 @dataclass
 class Callbacks:
@@ -192,7 +229,7 @@ class Dispatcher:
         """A hang was set aside (``later``): a pool may start a worker for its replay now, to be warm when it begins."""
 
     def _last_words(self, slot: Slot) -> str:
-        """Where in its case the slot's worker died or hangs, as `` at PLACE`` (run.faults); '' where unknown."""
+        """Where in its case the slot's worker died or hangs, as `` at PLACE`` (workers.faults); '' where unknown."""
         return ""
 
     # --- shared ----------------------------------------------------------------------------

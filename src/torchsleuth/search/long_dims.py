@@ -26,7 +26,8 @@ import functools
 
 import torch
 
-from ...cases import opinfo
+from ..cases import opinfo
+from .registry import Search
 
 DESCRIPTION = "the dim a scan, reduction or softmax works along grown to 257, 1025 and 4097 entries (past block sizes)"
 
@@ -89,3 +90,6 @@ def _dim_position(op: str) -> int | None:
 @functools.cache
 def _reduces_everything(op: str) -> bool:
     return any(c.__name__ == "ReductionOpInfo" for c in type(opinfo.get(op)).__mro__)
+
+
+SEARCH = Search(name="long", description=DESCRIPTION, edits="the length of the dim an op works along (dim: edits)", order=30, plan=plan)

@@ -34,12 +34,13 @@ import warnings
 
 import torch
 
-from ...cases import opinfo, reach
-from ...cases.plan import jointly
-from ...errors import UsageError
-from .. import tree
-from ..trace import Tracer
+from ..cases import opinfo, reach
+from ..cases.plan import jointly
+from ..errors import UsageError
+from ..run import tree
+from ..run.trace import Tracer
 from . import overloads, values
+from .registry import Search
 
 DESCRIPTION = ("a random op's parameters at values that decide the draw (p of 0 and 1, std of 0, categories of probability 0), "
                "laid out every way")
@@ -101,7 +102,7 @@ def _roles(op: str, sample) -> tuple[str, dict[str, tuple[str, str]]]:
     return packet, {path: (name, ROLES[packet.rstrip("_"), name]) for name, path in sources.items() if (packet.rstrip("_"), name) in ROLES}
 
 
-def apply(sample, rest: str):
+def apply(sample, rest: str, *, op: str = ""):
     """``sample`` with the edit ``draw:REST`` made: tensor PATH holds set SET's values in a cycle."""
     target, _, name = rest.rpartition("=")
     found = tree.sample_tensors(sample)
@@ -119,7 +120,7 @@ def _filled(t: torch.Tensor, name: str) -> torch.Tensor:
     return torch.tensor(SETS[name], dtype=torch.float64)[index].to(t.dtype).reshape(t.shape).to(t.device)
 
 
-def assignments(edits: tuple[str, ...], sample, layouts: tuple[str, ...]):
+def assignments(op: str, edits: tuple[str, ...], sample, layouts: tuple[str, ...]):
     """Every layout at once on the sample's tensors, for a case of this search; None for any other case."""
     if not any(e.startswith(VERB + ":") for e in edits):
         return None
@@ -127,3 +128,7 @@ def assignments(edits: tuple[str, ...], sample, layouts: tuple[str, ...]):
         if edit.startswith(overloads.VERB + ":"):
             sample = overloads.apply(sample, edit.partition(":")[2])
     return jointly(tree.sample_tensors(sample), layouts)
+
+
+SEARCH = Search(name="draws", description=DESCRIPTION, edits="a random op's parameter tensors (or numbers)", order=60, plan=plan, verb=VERB,
+                form=FORM, apply=apply, layouts=assignments)

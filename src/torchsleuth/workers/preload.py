@@ -1,4 +1,4 @@
-"""What the pool's fork server loads once, so that every worker forked from it starts warm (run.pool).
+"""What the pool's fork server loads once, so that every worker forked from it starts warm (workers.pool).
 
 Design note. A worker started by ``spawn`` is a fresh interpreter: it imports
 torch and torchsleuth and loads OpInfo's catalog again, 3 s on a CPU and
@@ -27,7 +27,7 @@ skips read that), and every other question for the device refused: a refusal
 gives the load up. What a module might do below torch cannot be refused: a
 server the load left unsafe anyway (``FORK_SAFE`` false while ``CATALOG`` is
 true) is stopped by the pool, which starts another with ``LEAVE_CATALOG`` set
-to "0" (run.starts.start_context), whose workers each load the catalog
+to "0" (workers.starts.start_context), whose workers each load the catalog
 themselves (6 s of a worker's 10-15 s start beside a GPU; 255 worker starts
 in a whole-catalog run on one H200, bench/cuda-sweep.md). The catalog was
 once tried in a forked child first instead, which cost every GPU sweep 8.5 s
@@ -38,7 +38,7 @@ last): no CUDA context made by torch, the CUDA driver not initialized
 (torch's libraries may load it at import, which a fork survives; ``cuInit``
 it does not), no thread besides the server's own. The pool asks one forked
 child for it, and ``CATALOG``, before its first worker
-(run.starts.start_context) and spawns when the server is not safe.
+(workers.starts.start_context) and spawns when the server is not safe.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def safe_to_fork() -> bool:
     return not torch.cuda.is_initialized() and not _driver_initialized() and threading.active_count() == 1
 
 
-if os.environ.get(LEAVE_CATALOG) == "0":  # set by run.starts: a server before this one was left unsafe by the load
+if os.environ.get(LEAVE_CATALOG) == "0":  # set by workers.starts: a server before this one was left unsafe by the load
     CATALOG = False
 elif not torch.cuda.is_available():  # NVML's answer: no context made
     CATALOG = bool(opinfo.catalog())

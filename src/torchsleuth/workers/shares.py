@@ -1,4 +1,4 @@
-"""How long a case may run before the pool sets it aside: a share of its timeout (run.dispatch's design note).
+"""How long a case may run before the pool sets it aside: a share of its timeout (workers.dispatch's design note).
 
 On the CPU a case has all of its time (a hang holds one core). On an accelerator the pool's workers share, a
 hanging kernel holds the device for all of them, so a case is set aside after a share of its time and replayed alone

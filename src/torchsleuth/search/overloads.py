@@ -33,8 +33,9 @@ import re
 
 import torch
 
-from ...cases import opinfo, reach
-from ...errors import UsageError
+from ..cases import opinfo, reach, unreached
+from ..errors import UsageError
+from .registry import Search
 
 DESCRIPTION = ("a Python number in place of a tensor where an overload takes one (add.Scalar, pow.Tensor_Scalar, clamp's bounds); "
                "in a pointed run, the overloads no sample reaches, swept from their schema")
@@ -72,7 +73,7 @@ def _edited(sample, paths: list[str]):
     return sample
 
 
-def apply(sample, rest: str):
+def apply(sample, rest: str, *, op: str = ""):
     """The sample with the tensor at ``PATH`` (``rest`` is ``PATH`` or ``PATH@OVERLOAD``) replaced by a Python number."""
     path = rest.partition("@")[0]
     if path == "input":
@@ -100,3 +101,7 @@ def _number(value, path: str):
     if not isinstance(value, torch.Tensor) or value.numel() == 0:
         raise UsageError(f"{VERB}:{path} needs a non-empty tensor there, not {type(value).__name__}")
     return value.reshape(-1)[0].item()
+
+
+SEARCH = Search(name="overloads", description=DESCRIPTION, edits="a tensor argument made a Python number, an overload called by name", order=40,
+                plan=plan, verb=VERB, form=FORM, apply=apply, pointed_ops=unreached.with_unreached)

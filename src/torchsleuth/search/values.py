@@ -73,10 +73,11 @@ import math
 
 import torch
 
-from ...cases import opinfo
-from ...errors import UsageError
-from .. import opclass, tree
+from ..cases import opinfo
+from ..errors import UsageError
+from ..run import opclass, tree
 from . import value_sets
+from .registry import Search
 
 DESCRIPTION = ("special values (NaN, +-inf, +-0, subnormals, the largest values, overflow thresholds of exp/sinh/cosh, rounding ties, "
                "integer extremes) in the vector body and the scalar tail of each argument")
@@ -123,12 +124,7 @@ def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
     return planned
 
 
-def judged_by_oracles(edits: tuple[str, ...]) -> bool:
-    """Whether a planned case is one of this search's: the oracles that judge values (``Oracle.on_values``) judge it too."""
-    return any(edit.startswith(VERB + ":") for edit in edits)
-
-
-def apply(sample, rest: str):
+def apply(sample, rest: str, *, op: str = ""):
     """``sample`` with the edit ``special:REST`` made: tensor PATH holds the set's values in a cycle."""
     target, _, chosen = rest.rpartition("=")
     name, _, rotation = chosen.partition("@")
@@ -232,3 +228,7 @@ def _length(outer: int) -> int | None:
         if best_tail == most:
             break
     return best
+
+
+SEARCH = Search(name="values", description=DESCRIPTION, edits="one tensor's values", order=10, plan=plan, verb=VERB, form=FORM, apply=apply,
+                on_values=True)

@@ -1,4 +1,4 @@
-"""How the pool's workers start: forked from a fork server, or spawned (run.pool).
+"""How the pool's workers start: forked from a fork server, or spawned (workers.pool).
 
 Design note. A spawned worker is a fresh interpreter: it imports torch and
 torchsleuth and loads OpInfo's catalog again (3 s on a CPU, 10-15 s beside a
@@ -6,7 +6,7 @@ GPU; bench/worker-start.md), and a sweep starts one for every crash, every
 hang and every replay alone. On Linux, for a sweep on the CPU or a CUDA GPU
 (``default_start``), workers are forked from a fork server instead: one
 interpreter that imports torch, torchsleuth and the modules in ``preload``
-and loads the catalog once (run.preload, beside a GPU too), and forks each
+and loads the catalog once (workers.preload, beside a GPU too), and forks each
 worker from itself.
 
 The pool asks the server, through one forked child, whether it is safe to
@@ -46,14 +46,14 @@ START = "TORCHSLEUTH_WORKER_START"
 STARTS = ("forkserver", "spawn")
 # The devices whose sweeps fork their workers by default (measured: bench/worker-start.md).
 FORKED_BESIDE = ("cpu", "cuda")
-# Set to "0" in the environment of a fork server that leaves the catalog to its workers (run.preload reads it): one
+# Set to "0" in the environment of a fork server that leaves the catalog to its workers (workers.preload reads it): one
 # started after a server that loaded it was left unsafe to fork from.
 LEAVE_CATALOG = "TORCHSLEUTH_SERVER_CATALOG"
 # How long the pool waits for the fork server's first answer (it imports torch and loads the catalog first).
 PRELOAD_SECONDS = 180.0
 
 _fork_safe: bool | None = None  # the fork server's answer, asked once per process (there is one server)
-_server_catalog = False  # whether that server holds OpInfo's catalog (run.preload.CATALOG): its workers start without loading it
+_server_catalog = False  # whether that server holds OpInfo's catalog (workers.preload.CATALOG): its workers start without loading it
 
 
 def default_start(device: str = "cpu") -> str:
@@ -92,7 +92,7 @@ class temporary_environ:
 
 
 def begin(start: str, preload: tuple[str, ...] = ()) -> None:
-    """Start the fork server now, preloading ``preload`` then run.preload, and return at once (it loads while the
+    """Start the fork server now, preloading ``preload`` then workers.preload, and return at once (it loads while the
     caller goes on); nothing where ``start`` is not ``forkserver``, off Linux, or where this process has one."""
     if start != "forkserver" or sys.platform != "linux" or _fork_safe is not None:
         return
@@ -105,7 +105,7 @@ def begin(start: str, preload: tuple[str, ...] = ()) -> None:
 
 
 def _fork_safe_child(conn: Connection) -> None:
-    """The forked child's answer: run.preload's, from the module its server holds (importing it anywhere else would make
+    """The forked child's answer: workers.preload's, from the module its server holds (importing it anywhere else would make
     the load it makes); no server that preloaded it is no server to fork from."""
     preload = sys.modules.get(f"{__package__}.preload")
     conn.send((preload.FORK_SAFE, preload.CATALOG) if preload is not None else (False, False))
@@ -124,7 +124,7 @@ def _ask(context) -> tuple[bool, bool]:
 
 
 def _restarted_without_catalog() -> bool:
-    """Stop the fork server and start another that leaves the catalog to its workers (run.preload.LEAVE_CATALOG);
+    """Stop the fork server and start another that leaves the catalog to its workers (workers.preload.LEAVE_CATALOG);
     False where this Python's server cannot be stopped."""
     server = multiprocessing.forkserver._forkserver
     if not hasattr(server, "_stop"):
@@ -138,7 +138,7 @@ def _restarted_without_catalog() -> bool:
 def start_context(start: str, preload: tuple[str, ...] = ()):
     """The multiprocessing context workers start from: ``forkserver`` (the server ``begin`` started, or started now)
     where asked for, the platform has it and its server proved safe to fork from; ``spawn`` otherwise. A server that
-    loading the catalog left unsafe is replaced by one that leaves it to the workers (run.preload's design note)."""
+    loading the catalog left unsafe is replaced by one that leaves it to the workers (workers.preload's design note)."""
     global _fork_safe, _server_catalog
     if start == "forkserver" and sys.platform == "linux":
         context = multiprocessing.get_context("forkserver")

@@ -33,7 +33,7 @@ device-side asserts end workers by the hundred, that waiting was a quarter of a
 whole-catalog sweep (bench/cuda-sweep.md). Two things cut it. On Linux, for a
 sweep on the CPU or a CUDA GPU, workers are forked from a fork server that has
 imported torch, torchsleuth and the modules in ``preload`` and loaded the
-catalog once (run.starts, run.preload): a replacement is ready in 0.01 s
+catalog once (workers.starts, workers.preload): a replacement is ready in 0.01 s
 instead of 2.2 on a CPU; beside a GPU it makes only its device's context. A
 forked worker takes the parent's environment as it is when the worker starts,
 as a spawned one does. And once a pool has replaced a worker, it
@@ -47,7 +47,7 @@ dozen, and the crashing units take the spares as fast as they are made; so on a
 shared accelerator the replay of each hang set aside gets a worker of its own,
 started as the hang is set aside (``reserved``, ``_ahead``).
 
-Every worker hashes strings alike (run.starts.hash_seed), so that a case's
+Every worker hashes strings alike (workers.starts.hash_seed), so that a case's
 sample index names the same sample in a replay, a resumed unit or a shrink.
 
 With ``pins`` (one environment per GPU, devices.pinned) the workers are spread
@@ -59,12 +59,12 @@ Whatever a worker prints (a CUDA device-side assert, glibc's heap-corruption
 abort) goes to the ``log`` file when one is given, not to the terminal. Where
 a worker was when it died, or hung (asked just before it is killed), goes to a
 file of its own beside the log, and into the crash or hang it is reported as
-(run.faults).
+(workers.faults).
 
 The pool knows nothing of what a unit or an event means beyond that; the
 caller (torchsleuth.sweep) supplies the work and describe functions. What the
-events mean (the replay, the report, the retries) is run.dispatch's, which the
-Ray pool (run.ray_pool) shares.
+events mean (the replay, the report, the retries) is workers.dispatch's, which the
+Ray pool (workers.ray_pool) shares.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ from typing import Callable
 
 from .. import devices
 from . import faults
-from .dispatch import Dispatcher, Slot
+from .dispatch import Dispatcher, Settings, Slot, Work
 from .parts import Leaving
 from .starts import temporary_environ, default_start, hash_seed, server_holds_catalog, start_context
 
@@ -118,7 +118,7 @@ def _worker_main(conn: Connection, work: Callable, describe: Callable, config, t
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
-    if stacks is not None:  # where this worker's Python stacks go when it dies or is asked (run.faults)
+    if stacks is not None:  # where this worker's Python stacks go when it dies or is asked (workers.faults)
         faults.arm(stacks)
     import torch
 
@@ -173,7 +173,7 @@ class _Slot(Slot):
 
 
 def stacks_directory(log: str | None) -> str:
-    """Where the workers' stacks go (run.faults), made now: beside the log (``runs.workers.log`` ->
+    """Where the workers' stacks go (workers.faults), made now: beside the log (``runs.workers.log`` ->
     ``runs.workers.stacks``), so that a run killed before its pool closed leaves them beside its store, where the next
     run over that store takes them over and removes them; a temporary directory for a pool without a log."""
     if log is None:
@@ -189,27 +189,21 @@ def default_spares(workers: int) -> int:
 
 
 class Pool(Dispatcher):
-    def __init__(self, work: Callable, describe: Callable, config, *, workers: int, timeout: float, threads: int = 1, log: str | None = None,
-                 slower: Callable[[str], float] = lambda case_id: 1.0, warm: Callable | None = None, spares: int | None = None,
-                 pins: list[dict] | None = None, first: float = 1.0, searched: float = 1.0, after_hang: float = 1.0, start: str | None = None,
-                 preload: tuple[str, ...] = (),
-                 kin: Callable[[str], str | None] | None = None, share: Callable[[object], bool] | None = None,
-                 environ: dict[str, str] | None = None, remark: str = ""):
-        self.work, self.describe, self.config, self.log, self.warm = work, describe, config, log, warm
-        self.environ, self.remark = dict(environ or {}), remark  # what every worker's environment adds; said by where()
-        self.first, self.searched, self.after_hang = first, searched, after_hang  # see run.dispatch's design note
-        self.kin, self.share = kin, share
-        self.workers, self.timeout, self.threads = max(1, workers), timeout, threads
-        self.slower = slower  # a case id -> how many timeouts it may take (a compile takes longer than a call)
-        self.spares = default_spares(self.workers) if spares is None else spares
-        self.start, self.preload = start or default_start(), tuple(preload)
+    def __init__(self, work: Work, settings: Settings):
+        self.work, self.describe, self.config, self.warm = work.run, work.describe, work.config, work.warm
+        self.slower, self.kin, self.share = work.slower, work.kin, work.share
+        self.log, self.workers, self.timeout, self.threads = settings.log, max(1, settings.workers), settings.timeout, settings.threads
+        self.environ, self.remark = dict(settings.environ or {}), settings.remark  # what every worker's environment adds; said by where()
+        self.first, self.searched, self.after_hang = settings.first, settings.searched, settings.after_hang  # see workers.dispatch
+        self.spares = default_spares(self.workers) if settings.spares is None else settings.spares
+        self.start, self.preload = settings.start or default_start(), tuple(settings.preload)
         self.context = None  # chosen at the first worker's start (start_context)
         self.slots: list[_Slot] = []
         self.spare: list[_Slot] = []  # started workers waiting for a slot (none until the first replacement)
         self.reserved: list[_Slot] = []  # started for the replays of the hangs set aside, on a shared accelerator (_ahead)
         self.started = 0  # worker processes started, spares included
         self.dying: list[multiprocessing.Process] = []  # workers killed and not yet seen to exit (_kill)
-        self.pins = list(pins or [])
+        self.pins = list(settings.pins)
         self.stacks: str | None = None  # the directory the workers' stacks are written to (stacks_directory), made at the first start
 
     def _ready(self, busy: list[_Slot], timeout: float) -> list[_Slot]:
@@ -262,7 +256,7 @@ class Pool(Dispatcher):
 
     def _spares_wanted(self) -> int:
         """``spares``; half the workers once no unit is left to hand out, when the units still running are the ones
-        that crash case after case (their rest split among the workers: run.dispatch) and each crash would wait for
+        that crash case after case (their rest split among the workers: workers.dispatch) and each crash would wait for
         a start."""
         return self.spares if self.queue else max(self.spares, self.workers // 2)
 
@@ -281,7 +275,7 @@ class Pool(Dispatcher):
         return None
 
     def _last_words(self, slot: _Slot) -> str:
-        """Where the slot's worker died or hangs (run.faults): asked first when it is still alive."""
+        """Where the slot's worker died or hangs (workers.faults): asked first when it is still alive."""
         if self.stacks is None:
             return ""
         if slot.process.is_alive() and slot.closed is None:  # a worker that hangs answers; one that is exiting cannot
