@@ -1,4 +1,5 @@
-"""Shared fixtures: planting a kernel for one test, and sweeping into a fresh store."""
+"""Shared fixtures: planting a kernel for one test, and sweeping into a fresh store; and what tests in several folders share
+(``from conftest import ...``: pytest puts this folder on ``sys.path`` when it loads this file)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 
 from torchsleuth import SweepConfig, SweepResult, sweep
 from torchsleuth.drill.override import override
+from torchsleuth.run.imports import IMPORTED
 
 
 @pytest.fixture
@@ -44,3 +46,37 @@ def run_with_and_without(text: str, plant_source: str, tmp_path) -> dict[str, su
     clean.write_text(text)
     planted.write_text(plant_source + "\n" + text)
     return {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted)}
+
+
+
+def script_main(text: str):
+    """A repro script's ``main``, defined in this process (its module run as ``repro``, so that nothing runs yet): the
+    fast tier's way to run a script the slow tier runs in fresh interpreters, its helpers measured here."""
+    namespace = {"__name__": "repro"}
+    exec(compile(text, "repro.py", "exec"), namespace)
+    return namespace["main"]
+
+# Reads a tensor's storage as if it were contiguous: the bug of a kernel that ignores strides.
+AS_IF_CONTIGUOUS = '''
+import warnings
+
+import torch
+
+
+def as_if_contiguous(t):
+    strides, step = [], 1
+    for n in reversed(t.shape):
+        strides.insert(0, step)
+        step *= max(n, 1)
+    return t.as_strided(t.shape, strides, t.storage_offset())
+'''
+
+
+def plant_file(path, source: str):
+    """Writes ``source`` (a module defining ``library``) to ``path`` and yields the path; after the test, the kernels the
+    CLI's ``--import`` of it registered are unregistered."""
+    path.write_text(source)
+    yield str(path)
+    loaded = IMPORTED.pop(str(path), None)
+    if loaded is not None:
+        loaded["library"]._destroy()

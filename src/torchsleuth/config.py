@@ -57,7 +57,7 @@ class SweepConfig:
     threads: int = 1  # intra-op threads in each worker
     # modules or .py files every worker imports first (custom kernels, backends)
     imports: tuple[str, ...] = ()
-    # deeper oracles (deep/) run on top of the references and contracts, by name
+    # the oracle plug-ins (oracles/) run on top of the references and contracts, by name
     oracles: tuple[str, ...] = ()
     # shrink every finding and diagnose every group after the sweep (--no-shrink)
     shrink: bool = True

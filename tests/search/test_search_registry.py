@@ -84,6 +84,7 @@ def test_the_same_run_without_the_plant_is_clean_and_without_the_search_misses_i
     assert not run_sweep(config(search=(), samples=0)).findings  # only the search reaches it
 
 
+@pytest.mark.slow
 def test_the_help_lists_a_new_search_and_an_unknown_edit_names_its_form(halves):
     code = (f"import torchsleuth.search as s; s.__path__.append({str(halves)!r}); import sys; from torchsleuth.cli.main import main; "
             "sys.argv = ['torchsleuth', 'ops', '--help']; main()")

@@ -64,7 +64,7 @@ class Case:
     # shrinker; empty for every case a sweep plans.
     edits: tuple[str, ...] = ()
     # The deeper oracle that judges this case instead of the references and
-    # contracts ("sizes", "alias:out-overlaps-input", ...: see deep/); empty
+    # contracts ("sizes", "alias:out-overlaps-input", ...: see oracles/); empty
     # for the cases every sweep plans.
     oracle: str = ""
 

@@ -10,9 +10,9 @@ the planted ``trigger`` as its case's layouts. A finding of the right kind
 blamed on the wrong argument or layout does not count: the drill checks
 that a report points at the bug, not only that it noticed one.
 
-The sweeps match those of tests/test_planted.py, which plants the same
+The sweeps match those of tests/project/test_planted.py, which plants the same
 kernels (drill.kernels) in its own process and checks more about each
-finding (tests/test_draws.py plants its own stride-ignoring ``bernoulli``);
+finding (tests/judge/test_draws.py plants its own stride-ignoring ``bernoulli``);
 these are the few facts a user needs to see on their own machine.
 """
 

@@ -21,7 +21,7 @@ KINDS = (
     "crash",
     "hang",
     "invariant",
-    # the deeper oracles (deep/)
+    # the oracle plug-ins (oracles/)
     "size_variance",
     "alias_mismatch",
     "stale_result",
@@ -59,7 +59,7 @@ KIND_WORDS = {
 
 # What a finding was judged against.
 REFERENCES = ("layout", "device", "precision", "contract", "determinism", "isolation",
-              # the deeper oracles' (deep/): each judges against its own reference
+              # the oracle plug-ins' (oracles/): each judges against its own reference
               "size", "alias", "repeat", "capability", "compile", "large",
               # the autodiff oracle's (one mode against another, or float64 finite differences) and the vmap oracle's
               "reverse-mode", "finite-differences", "forward-over-reverse", "vmap",

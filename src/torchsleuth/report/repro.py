@@ -2,7 +2,7 @@
 
 Design note. This is the one dispatch: an oracle plug-in's finding gets the
 script its oracle writes (``Registry.script``), every other finding the
-generic script of the references and contracts (``scripts.generic_script``).
+generic script of the references and contracts (``scripts.checks.generic_script``).
 What a script is made of (the kit of helpers, the parts, the checks) lives
 in ``torchsleuth.scripts``, below this stage, so the oracles use it without
 importing the reports.

@@ -21,7 +21,14 @@ import torch
 def _live_modules() -> list[torch.nn.Module]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # isinstance on some of torch's lazy objects warns of deprecation
-        return [o for o in gc.get_objects() if isinstance(o, torch.nn.Module)]
+        return [o for o in gc.get_objects() if _is_module(o)]
+
+
+def _is_module(o) -> bool:
+    try:
+        return isinstance(o, torch.nn.Module)
+    except ReferenceError:  # a weak proxy whose object is gone: isinstance asks it for its class and it has none
+        return False
 
 
 def _roots() -> list[torch.nn.Module]:

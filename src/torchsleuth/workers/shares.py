@@ -28,7 +28,7 @@ ACCELERATOR_SHARE = 0.2
 AFTER_A_HANG_SHARE = 0.02
 # The share of a case setting searched values on such an accelerator: 6 s of 60. Where an op hangs it is on such
 # values (a polynomial's degree of 2^52 + 1), and ten hanging kernels took a pool of 16 workers from 1,259 cases/s to
-# 256 (bench/h200_batch35.sh, whether their processes waited spinning or sleeping: the device's share, not the
+# 256 (bench/cuda-sweep.md, "Hanging kernels beside the pool", whether their processes waited spinning or sleeping: the device's share, not the
 # host's), so the six hanging at once in a catalog sweep cost the pool most of the time they hold. Cases setting
 # searched values that finished took at most 4.2 s in runs P and Q (5.3 s in a device stall); OpInfo's own samples
 # keep the first share (special.erfcx's first compile, 8.8 s).

@@ -1,0 +1,115 @@
+"""What the search and the depth cost: pointed runs with defaults, and the catalog with and without the search.
+
+    python3 bench/run.py search-cost pointed --out DIR     # 15 ops spread over the catalog, each `torchsleuth ops --ops NAME`
+    python3 bench/run.py search-cost catalog --out DIR     # the whole catalog with defaults, then with --search none
+    python3 bench/run.py search-cost catalog --without '--oracles none' --without '--search none' --out DIR
+                                                           # ... then without each named part, one after the other
+    python3 bench/run.py search-cost catalog --every 8 --without '--oracles none' --without '--search none' --out DIR
+                                                           # the same over every 8th op of the catalog
+
+``pointed`` runs the CLI exactly as a user pointing it at one op would (no
+flag but --ops; the depth makes it deep), each op into a fresh database,
+and prints each op's cases, wall time, findings, and the median and the
+slowest. The ops are every k-th of the sorted catalog, so cheap and costly
+ops alike.
+
+``catalog`` runs ``torchsleuth ops`` (the catalog sweep: the search within
+its budget, the combined layouts) and the same with ``--search none``, one
+after the other on the same machine, and prints both and their ratio, with
+the summary's search line. Prints Markdown; the record (DIR/search-cost.json) is the
+table, the median and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import _record
+
+
+def cli(args: list[str], tmp: str) -> tuple[float, dict, str]:
+    """One ``torchsleuth ops`` run into ``tmp``: (wall seconds, findings file, the summary's last lines)."""
+    out = os.path.join(tmp, "out")
+    command = [sys.executable, "-m", "torchsleuth.cli.main", "ops", *args, "--out", out, "--json", os.path.join(tmp, "f.json"), "--no-progress"]
+    start = time.perf_counter()
+    ran = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if ran.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(command)} failed ({ran.returncode}): {ran.stderr[-2000:]}")
+    with open(os.path.join(tmp, "f.json")) as f:
+        return seconds, json.load(f), ran.stdout
+
+
+def pointed(count: int) -> dict:
+    from torchsleuth import resolve_ops
+
+    everything = resolve_ops(None)
+    step = len(everything) / count
+    ops = [everything[int(i * step)] for i in range(count)]
+    print("| op | cases | wall s | findings |")
+    print("| --- | ---: | ---: | ---: |")
+    times, rows = {}, []
+    for op in ops:
+        with tempfile.TemporaryDirectory() as tmp:
+            seconds, document, _ = cli(["--ops", op], tmp)
+        times[op] = seconds
+        rows.append([op, document["cases"], round(seconds, 1), len(document["findings"])])
+        print(f"| {op} | {document['cases']} | {seconds:.1f} | {len(document['findings'])} |", flush=True)
+    slowest = max(times, key=times.get)
+    print(f"\nmedian {statistics.median(times.values()):.1f} s over {len(ops)} ops; slowest {slowest} {times[slowest]:.1f} s")
+    return {"table": _record.table(["op", "cases", "wall s", "findings"], rows),
+            "figures": {"median_s": round(statistics.median(times.values()), 1), "slowest": slowest, "slowest_s": round(times[slowest], 1)}}
+
+
+def catalog(keep: str | None, without: list[str], every: int = 1) -> dict:
+    """The catalog (every ``every``-th op of it, when above 1: a catalog run, --depth catalog) with defaults, then without each part."""
+    from torchsleuth import resolve_ops
+
+    chosen = [] if every <= 1 else ["--ops", ",".join(resolve_ops(None)[::every]), "--depth", "catalog"]
+    print("| run | cases | wall s | findings |")
+    print("| --- | ---: | ---: | ---: |")
+    seconds, rows = {}, []
+    for name, args in (("defaults (search and sampled oracles within the budget)", []), *((w, w.split()) for w in without)):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = os.path.join(keep, "-".join(a.strip("-") for a in args) if args else "defaults") if keep else tmp
+            os.makedirs(folder, exist_ok=True)
+            seconds[name], document, stdout = cli([*chosen, *args], folder)
+        rows.append([name, document["cases"], round(seconds[name], 1), len(document["findings"])])
+        print(f"| {name} | {document['cases']} | {seconds[name]:.1f} | {len(document['findings'])} |", flush=True)
+        for line in stdout.splitlines():
+            if "note (search)" in line or "budget" in line:
+                print(f"    {line.strip()}")
+    first, *others = seconds
+    for other in others:
+        print(f"\nratio of defaults to {other}: {seconds[first] / seconds[other]:.2f}")
+    return {"table": _record.table(["run", "cases", "wall s", "findings"], rows),
+            "figures": {f"ratio of defaults to {other}": round(seconds[first] / seconds[other], 2) for other in others}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("pointed", "catalog"))
+    parser.add_argument("--ops", type=int, default=15, help="pointed: how many ops (default 15)")
+    parser.add_argument("--keep", action="store_true", help="catalog: keep each run's database, findings file and repros under --out")
+    parser.add_argument("--every", type=int, default=1, metavar="K", help="catalog: every K-th op of the catalog only (default 1: all)")
+    parser.add_argument("--without", action="append", metavar="FLAGS",
+                        help="catalog: a run with these flags after the defaults' (repeatable; default '--search none')")
+    parser.add_argument("--out", required=True, metavar="DIR")
+    args = parser.parse_args()
+    import torch
+
+    print(f"torch {torch.__version__}, {len(os.sched_getaffinity(0))} CPUs, python {sys.version.split()[0]}\n")
+    made = pointed(args.ops) if args.what == "pointed" else catalog(args.out if args.keep else None, args.without or ["--search none"], args.every)
+    _record.write(args.out, "search-cost", **made)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

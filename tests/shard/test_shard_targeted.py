@@ -1,0 +1,157 @@
+"""The deep shard plan: placements chosen by what the op does, against the seed story's classes of rule bug.
+
+Each plant is a module given to ``--import`` (so that every worker process
+has it), rewriting what DTensor's sharding propagation returns for one aten
+op, in one situation: the three classes of reduction-rule bug the second seed
+story describes. Each is found by ``torchsleuth shard --ops NAME`` with the
+defaults (the forward only, to keep the suite short), the first wrong rule
+named; the same run without the plant is clean.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from torchsleuth.cases.records import Unit
+from torchsleuth.shard import cases as shard_cases, support, targeted
+
+pytestmark = pytest.mark.skipif(bool(support.missing() or support.simulator()), reason=support.missing() or support.simulator())
+
+PLANT = """\
+import copy
+
+import torch
+from torch.distributed.tensor import DTensor, Partial, Shard
+from torch.distributed.tensor._dtensor_spec import DTensorSpec
+from torch.distributed.tensor._sharding_prop import LocalLRUCache
+from torch.distributed.tensor.placement_types import _StridedShard
+
+MODE = {mode!r}
+_propagator = DTensor._op_dispatcher.sharding_propagator
+_original = _propagator.propagate_op_sharding_non_cached
+REDUCTIONS = (torch.ops.aten.sum.dim_IntList, torch.ops.aten.mean.dim)
+
+
+def _reduced(schema):
+    dims = schema.args_schema[1] if len(schema.args_schema) > 1 else None
+    rank = schema.args_schema[0].tensor_meta.shape.__len__()
+    dims = [dims] if isinstance(dims, int) else list(dims or range(rank))
+    return {{d % rank for d in dims}}
+
+
+def _keepdim(schema):
+    return len(schema.args_schema) > 2 and schema.args_schema[2] is True
+
+
+def _with(result, placements):
+    spec = result.output_spec
+    result = copy.copy(result)
+    result.output_spec = DTensorSpec(spec.mesh, tuple(placements), tensor_meta=spec.tensor_meta)
+    return result
+
+
+def _patched(schema):
+    result = _original(schema)
+    spec = result.output_spec
+    if not isinstance(spec, DTensorSpec):
+        return result
+    source = schema.args_schema[0]
+    if MODE == "strided_kept_as_shard" and schema.op in REDUCTIONS:
+        # a _StridedShard on a dim the op does not reduce comes out as a plain Shard: the split factor lost
+        if any(isinstance(p, _StridedShard) and p.dim not in _reduced(schema) for p in source.placements):
+            return _with(result, [Shard(p.dim) if isinstance(p, _StridedShard) else p for p in spec.placements])
+    if MODE == "strided_reduced_dim_not_replicated" and schema.op is torch.ops.aten._softmax.default:
+        # softmax over a dim held as _StridedShard, computed on the local rows without replicating them first
+        dim = schema.args_schema[1] % len(source.tensor_meta.shape)
+        if any(isinstance(p, _StridedShard) and p.dim == dim for p in source.placements):
+            result = _with(result, source.placements)
+            result.redistribute_schema, result.needs_redistribute = None, False
+            return result
+    if MODE == "keepdim_partial_claimed_as_shard" and schema.op in REDUCTIONS and _keepdim(schema):
+        # a keepdim reduction over a sharded dim: the partial sums claimed as a Shard of the reduced dim
+        reduced = min(_reduced(schema))
+        return _with(result, [Shard(reduced) if isinstance(p, Partial) else p for p in spec.placements])
+    return result
+
+
+_propagator.propagate_op_sharding_non_cached = _patched
+_propagator.propagate_op_sharding = LocalLRUCache(_patched)
+"""
+
+
+def _shard(tmp_path, op: str, mode: str | None) -> dict:
+    from torchsleuth.cli.main import main
+
+    argv = ["shard", "--ops", op, "--variants", "functional", "--gloo", "0", "--no-progress", "--no-shrink",
+            "--out", str(tmp_path / "out"), "--json", str(tmp_path / "f.json")]
+    if mode is not None:
+        (tmp_path / "plant.py").write_text(PLANT.format(mode=mode))
+        argv += ["--import", str(tmp_path / "plant.py")]
+    code = main(argv)
+    data = json.loads((tmp_path / "f.json").read_text())
+    assert code == (1 if data["findings"] else 0)
+    return data
+
+
+def test_a_pointed_reduction_plans_every_sharded_and_reduced_dim_pair_and_the_training_placements():
+    config = shard_cases.ShardConfig(ops=("sum",), deep=True, variants=("functional",))
+    found = [c for part in shard_cases.units(config) for c in shard_cases.plan(part, config)]
+    assert len(found) == len(set(found)) == len(shard_cases._plan(Unit(op="sum", dtype="float32", device="cpu"), config))
+    pairs = {(dict(c.layouts)["input"], next(e for e in c.edits if e.startswith("arg:dim"))) for c in found
+             if c.oracle == "shard:2" and any(e.startswith("arg:dim") for e in c.edits)}
+    for sharded in ("S0", "S1", "SS0x2", "SS1x3"):
+        for reduced in ("arg:dim=0", "arg:dim=1"):
+            assert (sharded, reduced) in pairs
+    keepdims = Counter(e for c in found for e in c.edits if e.startswith("arg:keepdim"))
+    assert keepdims["arg:keepdim=True"] == keepdims["arg:keepdim=False"] > 0
+    on_2d = {dict(c.layouts).get("input") for c in found if c.oracle == "shard:2x2"}
+    assert {"SS0x2.S0", "S0.S1", "R.S0", "S0.Psum", "R.Pmax"} <= on_2d
+    assert {pl for c in found for _, pl in c.layouts if pl.startswith("P")} >= {"Psum", "Pavg", "Pmax", "Pmin"}
+    # uneven shards too: the sample as OpInfo gives it, beside the grown one
+    assert any(not c.edits for c in found) and any(c.edits for c in found)
+
+
+def test_the_catalog_plan_prefers_samples_with_dims_to_shard():
+    config = shard_cases.ShardConfig(ops=("sum",), variants=("functional",))
+    found = shard_cases.plan(Unit(op="sum", dtype="float32", device="cpu"), config)
+    sample = shard_cases.samples_of("sum", "float32")[found[0].sample]
+    assert sample.input.dim() >= 2 and any(pl.startswith(("S", "SS")) for c in found for _, pl in c.layouts)
+
+
+def test_growing_a_sample_keeps_its_coupled_sizes_and_makes_shards_differ():
+    from torchsleuth.search import edits
+
+    sample = next(s for s in shard_cases.samples_of("nn.functional.layer_norm", "float32") if s.input.dim() == 3 and s.args[0] == (2, 3))
+    grown = edits.apply(sample, targeted.grow(sample))
+    assert tuple(grown.input.shape) == (12, 12, 12) and grown.args[0] == (12, 12)
+    assert not grown.input[:6].equal(grown.input[6:])  # the two shards of a Shard(0) on 2 ranks differ
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op,mode,blamed", [
+    ("sum", "strided_kept_as_shard", "aten.sum.dim_IntList"),
+    ("softmax", "strided_reduced_dim_not_replicated", "aten._softmax.default"),
+    ("sum", "keepdim_partial_claimed_as_shard", "aten.sum.dim_IntList"),
+])
+def test_each_reduction_rule_bug_of_the_seed_story_is_found_by_a_pointed_run_with_defaults(tmp_path, op, mode, blamed):
+    data = _shard(tmp_path, op, mode)
+    assert data["findings"], f"{mode}: no finding"
+    kinds = {f["kind"] for f in data["findings"]}
+    assert kinds == {"sharding_mismatch"}, kinds
+    assert {f["op"] for f in data["findings"]} == {blamed}
+    placements = {a.get("placement", "") for f in data["findings"] for a in f["args"]} | {f["summary"] for f in data["findings"]}
+    wanted = "Partial" if mode.startswith("keepdim") else "_StridedShard"
+    assert any(wanted in p or "SS" in p for p in placements), placements
+    # one rule's bug on every dim and split factor is one group per kind of placement, not one per placement
+    assert len(data["groups"]) <= 8 < len(data["findings"]), [g["summary"] for g in data["groups"]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ["sum", "softmax"])
+def test_the_same_pointed_runs_without_a_plant_are_clean(tmp_path, op):
+    data = _shard(tmp_path, op, None)
+    assert data["cases"] > 500
+    assert not [f for f in data["findings"] if f["kind"] == "sharding_mismatch"], data["findings"]
