@@ -87,12 +87,18 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
                 continue
             if only is None or not Case.parse(only).edits:
                 yield from _run_sample(this, samples[index], index)
+            planned: dict[tuple[str, ...], list[str]] = {}  # edits -> the variants they were planned for, in order
             for variant in variants:
                 for edits in search.plan(config.search, unit.op, variant, unit.dtype, samples[index]):
-                    searched += [Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, layouts=laid, edits=edits)
-                                 for laid in search.laid_out(unit.op, edits, samples[index], config.layouts)]
-                    if search.judged_by_oracles(edits):  # the same special values, judged by each oracle's property
+                    planned.setdefault(edits, []).append(variant)
+            covered = search.compose.baseline(unit.op, list(variants), samples[index], config.layouts) if planned else set()
+            for edits, planned_for in planned.items():  # each crossed with the layouts and its variants (search.compose)
+                searched += [Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, layouts=laid, edits=edits)
+                             for variant, laid in search.composed(unit.op, edits, planned_for, samples[index], config.layouts, covered)]
+                if search.judged_by_oracles(edits):  # the same special values, judged by each oracle's property
+                    for variant in planned_for:
                         searched += oracles.cases_for(config.oracles, unit, variant, index, edits)
+            for variant in variants:
                 searched += oracles.cases_for(config.sampled, unit, variant, index)  # a catalog run's sample of these oracles
         yield from _run_search(this, searched)
 

@@ -282,6 +282,14 @@ VALUE_CHANGING = frozenset(layout.name for layout in ALL if layout.value_changin
 JOINT_ONLY = frozenset(layout.name for layout in ALL if layout.joint_only)
 
 
+def families(assignment) -> tuple[str, ...]:
+    """The layout families a case's assignment (``((path, layout), ...)``) reaches a kernel through: the property of
+    each simple layout it uses (a combined one counts as its parts), or ``("contiguous",)`` for none."""
+    found = {find(part).property for _, name in assignment for part in parts_of(name) if find(part) is not None}
+    found.discard("contiguous")
+    return tuple(sorted(found)) or ("contiguous",)
+
+
 def applies(layout: str, t: torch.Tensor, *, written: bool = False) -> bool:
     """Whether ``layout`` gives ``t`` a layout that differs from contiguous."""
     record = find(layout)

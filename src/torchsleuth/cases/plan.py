@@ -45,11 +45,12 @@ def assignments(tensors: dict[str, torch.Tensor], layouts: tuple[str, ...], *, w
     return found
 
 
-def jointly(tensors: dict[str, torch.Tensor], layouts: tuple[str, ...]) -> list[Assignment]:
+def jointly(tensors: dict[str, torch.Tensor], layouts: tuple[str, ...], *, written: frozenset[str] = frozenset()) -> list[Assignment]:
     """The all-contiguous assignment, then each layout on every tensor it fits at once: one a layout (the widest of
-    ``assignments``' for it). What a searched case whose point is its layouts is tried under."""
+    ``assignments``' for it; a read-only layout leaves the ``written`` tensors out). What a searched case is tried
+    under (search.compose)."""
     widest: dict[str, Assignment] = {}
-    for assignment in assignments(tensors, layouts):
+    for assignment in assignments(tensors, layouts, written=written):
         if assignment and len(assignment) > len(widest.get(assignment[0][1], ())):
             widest[assignment[0][1]] = assignment
     return [(), *widest.values()]

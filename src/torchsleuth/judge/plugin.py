@@ -198,4 +198,5 @@ BUILTIN = Registry(modules=(
     ("capability", "torchsleuth.oracles.capability"),
     ("compile", "torchsleuth.oracles.compile"),
     ("large", "torchsleuth.oracles.large"),
+    ("exact", "torchsleuth.oracles.exact"),
 ))

@@ -111,6 +111,7 @@ def _coverage(coverage) -> dict[str, Any]:
         "found": coverage.found,
         "reached": coverage.reached,
         "internal_called": coverage.internal,
+        "reached_by_family": coverage.by_family(),
         "ops": [
             {
                 "op": o.op,
@@ -119,6 +120,7 @@ def _coverage(coverage) -> dict[str, Any]:
                 "unreached": [{"overload": overload, "why": why} for overload, why in o.unreached],
                 "undeclared_variants": {variant: cases for variant, cases in o.undeclared},
                 "internal_called": list(o.internal),
+                "reached_by_family": {overload: list(families) for overload, families in o.families},
             }
             for o in coverage.ops
         ],

@@ -148,6 +148,9 @@ def _coverage(coverage, console: Console) -> None:
     ops, internal = len(coverage.ops), coverage.internal
     console.print(Text(f"kernel coverage: {coverage.reached} of {coverage.found} aten overloads reached, over {ops} op{'s' if ops != 1 else ''}; "
                        f"{internal} internal kernel{'s' if internal != 1 else ''} called directly"))
+    families = coverage.by_family()
+    if families:
+        console.print(Text("reached by layout family: " + ", ".join(f"{family} {n}" for family, n in families.items())))
     missed = [(o.op, overload, why) for o in coverage.ops for overload, why in o.unreached]
     if missed:
         table = Table(title="never reached", title_justify="left")

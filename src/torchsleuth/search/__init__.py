@@ -25,9 +25,11 @@ breaks the op makes the case raise, which is loud, not a finding).
 
 from __future__ import annotations
 
+from ..cases.plan import Assignment
+from . import compose
 from .registry import Search, descriptions, get, names, searches
 
-__all__ = ["Search", "descriptions", "judged_by_oracles", "laid_out", "names", "plan", "searches", "within"]
+__all__ = ["Search", "composed", "descriptions", "judged_by_oracles", "names", "plan", "searches", "within"]
 
 
 def plan(chosen: tuple[str, ...], op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
@@ -44,16 +46,24 @@ def plan(chosen: tuple[str, ...], op: str, variant: str, dtype: str, sample) -> 
     return planned
 
 
-def laid_out(op: str, edits: tuple[str, ...], sample, layouts: tuple[str, ...]) -> list:
-    """The layout assignments a searched case is tried under: those of the search whose edits it holds
-    (``Search.layouts``: each of the sweep's ``layouts`` on a direct call's tensors, on a random op's decisive
-    parameters), or all contiguous (``[()]``)."""
+def composed(op: str, edits: tuple[str, ...], variants: list[str], sample, layouts: tuple[str, ...],
+             covered: set[tuple[str, str]] | None = None) -> list[tuple[str, Assignment]]:
+    """The (variant, layout assignment) pairs a searched case with ``edits``, planned for ``variants``, is tried
+    under: those of the search whose edits it holds where it lays out its own (``Search.layouts``: each of the
+    sweep's ``layouts`` on a direct call's tensors, on a random op's decisive parameters), in every variant; else the
+    covering design of search.compose, every composable layout crossed with the edit. ``covered``: the sample's
+    (variant, layout) pairs covered so far (compose.baseline to start; grows), shared by its edits."""
+    if covered is None:
+        covered = compose.baseline(op, variants, sample, layouts)
     for search in searches():
         if search.layouts is not None:
             found = search.layouts(op, edits, sample, layouts)
             if found is not None:
-                return found
-    return [()]
+                return [(variant, laid) for variant in variants for laid in found]
+    try:
+        return compose.cover(variants, lambda variant: compose.levels(op, variant, edits, sample, layouts), covered)
+    except Exception:  # an edit the sample cannot take: its cases, contiguous, raise when they run (loud, not a finding)
+        return [(variant, ()) for variant in variants]
 
 
 def judged_by_oracles(edits: tuple[str, ...]) -> bool:

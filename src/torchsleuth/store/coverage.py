@@ -11,6 +11,12 @@ named with the reason a reader can act on: no case of that variant ran, no
 case passed a Python number (``--search overloads``), the kernel is a
 composite one no trace can see, or no sample reaches it. Variants swept that
 OpInfo does not declare (``cases.opinfo.undeclared``) are counted apart.
+
+Reached is counted per layout family too (cases.layouts.families: the
+contiguous call, strides, a storage offset, stride 0, empty tensors): an
+overload that only contiguous cases reached (a ``.Scalar`` overload before
+the searches composed with the layouts) had no contract of a non-contiguous
+call judged at it, which counting it once as reached hid.
 Only runs of ``ops`` have OpInfo ops to cover.
 
 The internal aten kernels an op dispatches to (``aten._softmax`` under
@@ -41,6 +47,7 @@ class OpCoverage:
     unreached: tuple[tuple[str, str], ...]  # (overload, why no case reached it)
     undeclared: tuple[tuple[str, int], ...] = ()  # (variant, cases) swept beyond OpInfo's declared variants
     internal: tuple[str, ...] = ()  # internal overloads, not of the op's packets, a judged case called directly
+    families: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (reached overload, the layout families of the cases that reached it)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -60,6 +67,15 @@ class Coverage:
         """Internal overloads called directly, counted per op (as ``found`` and ``reached`` are)."""
         return sum(len(o.internal) for o in self.ops)
 
+    def by_family(self) -> dict[str, int]:
+        """Layout family -> overloads (of those found, counted per op) some case of that family reached."""
+        counts: dict[str, int] = {}
+        for o in self.ops:
+            for _, families in o.families:
+                for family in families:
+                    counts[family] = counts.get(family, 0) + 1
+        return dict(sorted(counts.items(), key=lambda item: (item[0] != "contiguous", item[0])))
+
     @property
     def undeclared(self) -> int:
         """Cases of variants OpInfo does not declare."""
@@ -76,6 +92,7 @@ def of_run(store, run) -> Coverage:
     # (cases.unreached), which its name says it called even where it decomposes before a trace sees it
     anywhere = set().union(*reached.values()) | {op for op, hits in reached.items() if hits and reach.overload(op) is not None}
     direct = called_directly(store.outcome_rows(run.id))
+    laid = store.reached_by_family(run.id)
     searched = tuple(run.config.get("search") or ())
     catalog = opinfo.catalog()
     found = []
@@ -89,7 +106,8 @@ def of_run(store, run) -> Coverage:
         missed = tuple((o, why(entry, o, variants, searched)) for o in overloads if o not in hit)
         extra = tuple((v, counts[(op, v)]) for v in opinfo.undeclared(entry) if (op, v) in counts)
         internal = tuple(sorted(o for o in direct.get(op, ()) if o not in overloads))
-        found.append(OpCoverage(op=op, found=overloads, reached=hit, unreached=missed, undeclared=extra, internal=internal))
+        families = tuple((o, tuple(sorted(laid.get(o, ())))) for o in hit)
+        found.append(OpCoverage(op=op, found=overloads, reached=hit, unreached=missed, undeclared=extra, internal=internal, families=families))
     return Coverage(ops=tuple(found))
 
 

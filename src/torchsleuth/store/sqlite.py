@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cases import layouts
 from ..cases.records import Unit
 from ..config import RunConfig
 from ..errors import UsageError
@@ -93,6 +94,13 @@ CREATE TABLE IF NOT EXISTS reached (
     op TEXT NOT NULL,
     overload TEXT NOT NULL,
     PRIMARY KEY (run, op, overload)
+);
+CREATE TABLE IF NOT EXISTS reached_by_family (
+    run INTEGER NOT NULL,
+    op TEXT NOT NULL,
+    overload TEXT NOT NULL,
+    family TEXT NOT NULL,
+    PRIMARY KEY (run, op, overload, family)
 );
 CREATE TABLE IF NOT EXISTS diagnoses (
     run INTEGER NOT NULL,
@@ -201,6 +209,8 @@ class Store:
         if outcome.status in ("pass", "finding"):  # a kernel that refused the call was not judged
             self.db.executemany("INSERT OR IGNORE INTO reached (run, op, overload) VALUES (?, ?, ?)",
                                 [(run_id, case.op, overload) for overload in outcome.reached])
+            self.db.executemany("INSERT OR IGNORE INTO reached_by_family (run, op, overload, family) VALUES (?, ?, ?, ?)",
+                                [(run_id, case.op, overload, family) for overload in outcome.reached for family in layouts.families(case.layouts)])
         for finding in outcome.findings:
             self.db.execute(
                 "INSERT OR IGNORE INTO findings (run, id, case_id, op, kind, record) VALUES (?, ?, ?, ?, ?, ?)",
@@ -268,6 +278,13 @@ class Store:
         found: dict[str, set[str]] = {}
         for op, overload in self.db.execute("SELECT op, overload FROM reached WHERE run = ?", (run_id,)):
             found.setdefault(op, set()).add(overload)
+        return found
+
+    def reached_by_family(self, run_id: int) -> dict[str, set[str]]:
+        """Overload -> the layout families (cases.layouts.families) of the judged cases that reached it, any op's."""
+        found: dict[str, set[str]] = {}
+        for overload, family in self.db.execute("SELECT overload, family FROM reached_by_family WHERE run = ?", (run_id,)):
+            found.setdefault(overload, set()).add(family)
         return found
 
     def variant_counts(self, run_id: int) -> dict[tuple[str, str], int]:

@@ -1,0 +1,3 @@
+from .oracle import ORACLE
+
+__all__ = ["ORACLE"]
