@@ -64,6 +64,7 @@ def planted_module():
         library._destroy()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", list(PLANTS))
 def test_a_float64_kernel_wrong_where_the_exact_value_says_so_is_found_named_and_its_script_shows_it(op, planted_module, run_sweep, tmp_path):
     planted_module(PLANTS[op])
@@ -84,6 +85,7 @@ def test_a_float64_kernel_wrong_where_the_exact_value_says_so_is_found_named_and
     assert runs["clean.py"].returncode == 0, runs["clean.py"].stdout + runs["clean.py"].stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", ["erfc", "hypot", "exp", "lgamma", "sin", "atan2", "special.erfcx", "log1p"])
 def test_the_real_kernels_are_clean(op, run_sweep):
     result = run_sweep(pointed(op))

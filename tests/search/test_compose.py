@@ -58,6 +58,7 @@ PLANTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", list(PLANTS))
 def test_a_bug_that_needs_an_edit_and_a_layout_is_found_and_named_with_both(kernel, plant, run_sweep):
     op, planted, overload, trigger = PLANTS[kernel]
@@ -73,6 +74,7 @@ def test_a_bug_that_needs_an_edit_and_a_layout_is_found_and_named_with_both(kern
         assert all(dict(Case.parse(f.case_id).layouts)["input"].startswith("channels_last") for f in found)  # and its offset twin
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", list(PLANTS))
 def test_the_same_bug_is_missed_by_the_edits_alone_and_by_the_layouts_alone(kernel, plant, run_sweep, monkeypatch):
     op, planted, overload, _ = PLANTS[kernel]
@@ -82,6 +84,7 @@ def test_the_same_bug_is_missed_by_the_edits_alone_and_by_the_layouts_alone(kern
     assert not [f for f in run_sweep(pointed(op)).findings if f.op == overload]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", ["add", "nn.functional.leaky_relu", "mul"])
 def test_the_composed_runs_over_the_real_kernels_are_clean(op, run_sweep):
     result = run_sweep(pointed(op))
@@ -138,6 +141,7 @@ def test_a_pointed_run_says_each_planned_edit_ran_under_each_layout():
     assert list(itertools.islice((v for v, laid in pairs if not laid), 2)) == ["functional", "inplace"]
 
 
+@pytest.mark.slow
 def test_coverage_counts_an_overload_reached_per_layout_family(run_sweep, monkeypatch):
     """``aten.add.Scalar`` is reached only by searched cases: composed, some of them are laid out; the coverage says so
     per family, where before it counted the overload once, reached by contiguous calls alone."""
