@@ -33,7 +33,7 @@ def empty_unit(unit, config, skip, only):
 def one_round(method: str, args) -> dict:
     from _sample import catalog_config
 
-    from torchsleuth.workers.dispatch import Callbacks, Settings, Work
+    from torchsleuth.workers.records import Callbacks, Settings, Work
     from torchsleuth.workers.pool import Pool
     from torchsleuth.sweep import warm
 

@@ -34,7 +34,7 @@ from .report.groups import Group
 from .shrink.records import Shrunk
 from .store.coverage import Coverage, of_run as coverage_of
 from .store.sqlite import RunInfo, Store
-from .workers.dispatch import Callbacks
+from .workers.records import Callbacks
 
 
 class Progress(Protocol):

@@ -35,7 +35,7 @@ from .search import edits, registry as search_registry
 from .shrink import stage
 from .store import costs
 from .store.sqlite import Store
-from .workers.dispatch import Settings, Work
+from .workers.records import Settings, Work
 from .workers.pool import DeviceUnavailable, Pool
 from .workers.ray_pool import RayPool
 from .workers.shares import after_hang_share, first_share, searched_share

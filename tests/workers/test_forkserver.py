@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from torchsleuth.workers.dispatch import Callbacks, Settings, Work
+from torchsleuth.workers.records import Callbacks, Settings, Work
 from torchsleuth.errors import UsageError
 from torchsleuth.workers.pool import Pool
 from torchsleuth.workers.starts import LEAVE_CATALOG, START, default_start
@@ -67,7 +67,7 @@ threading.Thread(target=time.sleep, args=(600,), daemon=True).start()  # a threa
 
 DRIVER = """
 import os
-from torchsleuth.workers.dispatch import Callbacks, Settings, Work
+from torchsleuth.workers.records import Callbacks, Settings, Work
 from torchsleuth.errors import UsageError
 from torchsleuth.workers.pool import Pool
 from torchsleuth.workers.starts import START, default_start
@@ -288,7 +288,7 @@ opinfo.catalog = catalog
 
 RESTART = """
 import os
-from torchsleuth.workers.dispatch import Callbacks, Settings, Work
+from torchsleuth.workers.records import Callbacks, Settings, Work
 from torchsleuth.workers.pool import Pool
 from torchsleuth.workers import starts
 from work import report

@@ -9,7 +9,7 @@ import os
 from torchsleuth import devices
 from torchsleuth.config import SweepConfig
 from torchsleuth.judge.plugin import BUILTIN
-from torchsleuth.workers.dispatch import Callbacks, Settings, Work
+from torchsleuth.workers.records import Callbacks, Settings, Work
 from torchsleuth.workers.pool import Pool
 from torchsleuth.sweep import _pool
 

@@ -24,7 +24,7 @@ import pytest
 import torchsleuth.sweep  # noqa: F401  (sys.modules["torchsleuth.sweep"]: the attribute is the function)
 from torchsleuth import devices
 from torchsleuth.errors import UsageError
-from torchsleuth.workers.dispatch import Callbacks, Settings, Work
+from torchsleuth.workers.records import Callbacks, Settings, Work
 from torchsleuth.workers.parts import Leaving, in_part
 from torchsleuth.workers.shares import after_hang_share, first_share, searched_share
 from torchsleuth.workers.pool import DeviceLost, DeviceUnavailable, Pool

@@ -50,7 +50,7 @@ from ..cases.records import Case
 from ..judge.records import Outcome
 from ..report import outputs
 from ..run.imports import load_imports
-from ..workers.dispatch import Settings, Work
+from ..workers.records import Settings, Work
 from ..workers.pool import Pool
 from ..workers.starts import default_start
 from ..store.sqlite import Store

@@ -32,7 +32,7 @@ from ..config import SweepConfig
 from ..engine import device_works, run_case
 from ..judge.plugin import BUILTIN, Registry
 from ..judge.records import Finding
-from ..workers.dispatch import Callbacks
+from ..workers.records import Callbacks
 from ..workers.pool import DeviceLost, Pool
 from . import shrinker
 from .records import Shrunk

@@ -82,7 +82,8 @@ from typing import Callable
 
 from .. import devices
 from . import faults
-from .dispatch import Dispatcher, Settings, Slot, Work
+from .dispatch import Dispatcher, Slot
+from .records import Settings, Work
 from .parts import Leaving
 from .starts import temporary_environ, default_start, hash_seed, server_holds_catalog, start_context
 

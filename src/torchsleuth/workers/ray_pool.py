@@ -43,7 +43,8 @@ from dataclasses import dataclass
 
 from .. import devices
 from ..errors import UsageError
-from .dispatch import Dispatcher, Settings, Slot, Work
+from .dispatch import Dispatcher, Slot
+from .records import Settings, Work
 from .parts import Leaving
 from .pool import unit_events
 from .starts import hash_seed
