@@ -13,7 +13,9 @@ import torch
 from conftest import run_with_and_without
 from torchsleuth import SweepConfig, resolve_ops
 from torchsleuth.judge.plugin import decode_detail
-from torchsleuth.oracles.exact import functions, judging
+from torchsleuth.oracles.exact import judging
+from torchsleuth.run import exact_functions as functions
+from torchsleuth.run.exact import exact
 from torchsleuth.oracles.exact.detail import Detail
 from torchsleuth.report import repro
 from torchsleuth.sweep import depth
@@ -99,7 +101,7 @@ def test_an_ill_conditioned_point_allows_what_a_rounded_argument_explains_and_no
     right = float(mp.sin(mp.mpf(x)))
     assert judging.judge(sin, [(x,)], [right], (), torch.float64)[0] == []
     near_pi = 3.141592653589793  # sin is ill-conditioned relative to its value here: |x cos x| / |sin x| ~ 3e16
-    y = judging.exact(sin, (near_pi,), ())
+    y = exact(sin, (near_pi,), ())
     off_by_a_rounded_argument = float(y) + near_pi * 2.0 ** -53
     assert judging.judge(sin, [(near_pi,)], [off_by_a_rounded_argument], (), torch.float64)[0] == []
     bad, judged = judging.judge(sin, [(near_pi,)], [float(y) + 1e-13], (), torch.float64)  # what no rounding explains
@@ -108,8 +110,8 @@ def test_an_ill_conditioned_point_allows_what_a_rounded_argument_explains_and_no
 
 def test_a_formula_that_cancels_at_the_working_precision_is_left_unjudged_and_domains_hold():
     cancelling = functions.Exact(arity=1, fn=lambda x: mp.log(mp.ncdf(x)), source="mp.log(mp.ncdf(x))")
-    assert judging.exact(cancelling, (16.0,), ()) is None  # 1 - 6e-58 keeps a digit of its tail at 192 bits, all at 384
-    assert judging.exact(functions.FUNCTIONS["special.log_ndtr"], (40.0,), ()) < 0  # the stable form: -3.7e-350
+    assert exact(cancelling, (16.0,), ()) is None  # 1 - 6e-58 keeps a digit of its tail at 192 bits, all at 384
+    assert exact(functions.FUNCTIONS["special.log_ndtr"], (40.0,), ()) < 0  # the stable form: -3.7e-350
     zeta = functions.FUNCTIONS["special.zeta"]
-    assert judging.exact(zeta, (0.5, 1.0), ()) is None and judging.exact(zeta, (2.0, 1.0), ()) is not None  # s > 1 only
-    assert judging.exact(functions.FUNCTIONS["log"], (-1.0,), ()) is None  # complex: PyTorch's NaN is its own business
+    assert exact(zeta, (0.5, 1.0), ()) is None and exact(zeta, (2.0, 1.0), ()) is not None  # s > 1 only
+    assert exact(functions.FUNCTIONS["log"], (-1.0,), ()) is None  # complex: PyTorch's NaN is its own business

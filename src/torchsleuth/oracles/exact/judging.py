@@ -22,57 +22,26 @@ within a subnormal of zero is right.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
-import threading
 import time
 from dataclasses import dataclass
 
 import mpmath as mp
 import torch
 
-from .functions import Exact
+from ...run.exact import PRECISION, conditioning, exact
+from ...run.exact_functions import Exact
 
-# The precision (bits) mpmath evaluates at: far beyond float64's 53, so its result, rounded, is the exact one.
-PRECISION = 192
 # How many units of roundoff a kernel may be off: four thousand of the exact value (2^-40, about 1e-12 relative in
 # float64), far above a special function's own error (a few to a few hundred units), far below a wrong tail; and a few
 # of the conditioning term, what rounding the argument once explains at an ill-conditioned point.
 ULPS = 4096.0
 CONDITION_ULPS = 8.0
-# The relative step of the numerical derivative behind ``c``.
-STEP = mp.mpf(2) ** -100
 # Points a case judges at most (the sample's first, then the grid's).
 MOST = 1024
-# Seconds mpmath may take for one value (a few hundred microseconds is usual; a zeta or an incomplete gamma function at
-# an extreme point can take minutes), and for a case's points in all: a point past either is left unjudged.
-EACH = 0.2
+# Seconds the exact values of a case's points may take in all (one value's limit is run.exact.EACH): a point past it
+# is left unjudged.
 BUDGET = 5.0
-
-
-class _TooSlow(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float):
-    """Raise _TooSlow inside the block after ``seconds`` (a real-time timer, in the main thread of a Unix process; no
-    limit elsewhere)."""
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum, frame):
-        raise _TooSlow()
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -98,56 +67,6 @@ def grid(arity: int) -> list[tuple[float, ...]]:
     if arity == 1:
         return [(v,) for v in values]
     return [(a, b) for a in values for b in values]
-
-
-def exact(entry: Exact, point: tuple[float, ...], numbers: tuple) -> mp.mpf | None:
-    """The function's value at ``point``; None where it has no finite real value, where mpmath has none in time, or
-    where its values at PRECISION and twice that disagree past 2^-120 (a formula that cancels at that precision)."""
-    if not all(math.isfinite(v) for v in point) or not entry.domain(*point):
-        return None
-    found = [_at(entry, point, numbers, bits) for bits in (PRECISION, 2 * PRECISION)]
-    if any(y is None for y in found):
-        return None
-    low, high = found
-    with mp.workprec(2 * PRECISION):
-        if abs(low - high) > abs(high) * mp.mpf(2) ** -120:
-            return None
-    return high
-
-
-def _at(entry: Exact, point: tuple[float, ...], numbers: tuple, bits: int) -> mp.mpf | None:
-    with mp.workprec(bits):
-        try:
-            with _deadline(EACH):
-                y = entry.fn(*(mp.mpf(v) for v in point), *numbers)
-        except (Exception, _TooSlow):  # a pole, a point outside the domain, an argument mpmath cannot take in time
-            return None
-        if not isinstance(y, mp.mpf) or not mp.isfinite(y):
-            return None
-        return +y
-
-
-def conditioning(entry: Exact, point: tuple[float, ...], numbers: tuple) -> mp.mpf:
-    """sum_i |x_i * df/dx_i| at ``point``: central differences at a relative step of 2^-100, at PRECISION bits."""
-    total = mp.mpf(0)
-    with mp.workprec(PRECISION):
-        for i, v in enumerate(point):
-            if v == 0:
-                continue
-            x = mp.mpf(v)
-            h = abs(x) * STEP
-            up = list(map(mp.mpf, point))
-            down = list(up)
-            up[i], down[i] = x + h, x - h
-            try:
-                with _deadline(2 * EACH):
-                    slope = (entry.fn(*up, *numbers) - entry.fn(*down, *numbers)) / (2 * h)
-            except (Exception, _TooSlow):
-                return mp.inf
-            if not isinstance(slope, mp.mpf) or not mp.isfinite(slope):
-                return mp.inf
-            total += abs(x * slope)
-    return total
 
 
 def judge(entry: Exact, points: list[tuple[float, ...]], got: list[float], numbers: tuple, dtype: torch.dtype) -> tuple[list[Bad], int]:

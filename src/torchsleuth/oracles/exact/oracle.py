@@ -5,7 +5,7 @@ a float64 result has nothing above it: a special function wrong in a tail,
 past an overflow threshold or where its kernel switches approximation, in
 float64 (and in every dtype whose float64 reference is as wrong) passes
 every reference. This oracle evaluates the op's mathematical function with
-mpmath (exact.functions: the ops it knows) at the points the case's float64
+mpmath (run.exact_functions: the ops it knows; run.exact evaluates them) at the points the case's float64
 call was made, and judges each result against the exact value rounded
 (exact.judging: the rule, and the function-led grid of points over the
 dtype's whole range on a log scale, both signs).
@@ -36,9 +36,9 @@ from ...judge.calls import finding
 from ...judge.plugin import Oracle, Subject, encode_detail
 from ...judge.records import Mismatch, Outcome
 from ...run import tree
+from ...run.exact_functions import FUNCTIONS
 from ...run.facts import facts as read_facts
 from .detail import Detail
-from .functions import FUNCTIONS
 from .judging import MOST, grid, judge
 from .script import script
 

@@ -1,4 +1,4 @@
-"""The functions the arbitrary-precision reference knows: an OpInfo op's float result, evaluated by mpmath.
+"""The functions the arbitrary-precision reference knows (run.exact evaluates them): an OpInfo op's float result, by mpmath.
 
 Design note. Each entry maps an OpInfo op to its mathematical function over
 the reals, as mpmath evaluates it at any precision: the elementwise special
