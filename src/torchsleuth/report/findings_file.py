@@ -112,6 +112,8 @@ def _coverage(coverage) -> dict[str, Any]:
         "reached": coverage.reached,
         "internal_called": coverage.internal,
         "reached_by_family": coverage.by_family(),
+        # float64's own results: judged against mpmath (the exact oracle), or only for consistency (nothing above them)
+        "float64_judged": {"exact": list(coverage.float64("exact")), "consistency_only": list(coverage.float64("consistency"))},
         "ops": [
             {
                 "op": o.op,
@@ -121,6 +123,7 @@ def _coverage(coverage) -> dict[str, Any]:
                 "undeclared_variants": {variant: cases for variant, cases in o.undeclared},
                 "internal_called": list(o.internal),
                 "reached_by_family": {overload: list(families) for overload, families in o.families},
+                "float64_judged": o.float64 or None,
             }
             for o in coverage.ops
         ],

@@ -151,6 +151,12 @@ def _coverage(coverage, console: Console) -> None:
     families = coverage.by_family()
     if families:
         console.print(Text("reached by layout family: " + ", ".join(f"{family} {n}" for family, n in families.items())))
+    exact, consistency = coverage.float64("exact"), coverage.float64("consistency")
+    if consistency:
+        shown = ", ".join(consistency[:8]) + (f" and {len(consistency) - 8} more" if len(consistency) > 8 else "")
+        console.print(Text(f"float64 judged only for consistency (no reference above it) for {len(consistency)} "
+                           f"op{'s' if len(consistency) != 1 else ''}: {shown}"
+                           + (f"; against the exact value (mpmath) for {len(exact)}" if exact else ""), style="dim"))
     missed = [(o.op, overload, why) for o in coverage.ops for overload, why in o.unreached]
     if missed:
         table = Table(title="never reached", title_justify="left")

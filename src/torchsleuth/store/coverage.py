@@ -19,6 +19,14 @@ the searches composed with the layouts) had no contract of a non-contiguous
 call judged at it, which counting it once as reached hid.
 Only runs of ``ops`` have OpInfo ops to cover.
 
+What judged float64 is counted too (``OpCoverage.float64``): a narrow
+dtype's result is judged against the same call in float64, but float64's
+own result has a reference above it only where the ``exact`` oracle ran and
+knows the op's function (run.exact_functions, evaluated by mpmath);
+elsewhere float64 was judged only for consistency (layouts, variants,
+devices, gradients against each other), and the report says so rather than
+letting "no finding" read as "right".
+
 The internal aten kernels an op dispatches to (``aten._softmax`` under
 ``softmax``) are not the op's own overloads, so they are neither found nor
 reached; the ``internal`` search calls them directly (an edit
@@ -34,6 +42,7 @@ from dataclasses import dataclass
 
 from ..cases import opinfo, reach
 from ..cases.records import Case
+from ..run.exact_functions import FUNCTIONS
 
 # The outcomes whose case was judged: the store keeps what these reached (a kernel that refused the call is not covered).
 JUDGED = ("pass", "finding")
@@ -48,6 +57,7 @@ class OpCoverage:
     undeclared: tuple[tuple[str, int], ...] = ()  # (variant, cases) swept beyond OpInfo's declared variants
     internal: tuple[str, ...] = ()  # internal overloads, not of the op's packets, a judged case called directly
     families: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (reached overload, the layout families of the cases that reached it)
+    float64: str = ""  # "exact" (judged against mpmath), "consistency" (nothing above float64), "" (no float64 case)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -76,6 +86,10 @@ class Coverage:
                     counts[family] = counts.get(family, 0) + 1
         return dict(sorted(counts.items(), key=lambda item: (item[0] != "contiguous", item[0])))
 
+    def float64(self, how: str) -> tuple[str, ...]:
+        """The ops whose float64 results were judged ``how``: "exact" or "consistency" (OpCoverage.float64)."""
+        return tuple(o.op for o in self.ops if o.float64 == how)
+
     @property
     def undeclared(self) -> int:
         """Cases of variants OpInfo does not declare."""
@@ -91,7 +105,9 @@ def of_run(store, run) -> Coverage:
     # an overload is reached by any case of the run: an op's own, or an overload swept from its schema on its behalf
     # (cases.unreached), which its name says it called even where it decomposes before a trace sees it
     anywhere = set().union(*reached.values()) | {op for op, hits in reached.items() if hits and reach.overload(op) is not None}
-    direct = called_directly(store.outcome_rows(run.id))
+    rows = store.outcome_rows(run.id)
+    direct = called_directly(rows)
+    wide = float64_judged(rows, "exact" in (run.config.get("oracles") or ()))
     laid = store.reached_by_family(run.id)
     searched = tuple(run.config.get("search") or ())
     catalog = opinfo.catalog()
@@ -107,7 +123,8 @@ def of_run(store, run) -> Coverage:
         extra = tuple((v, counts[(op, v)]) for v in opinfo.undeclared(entry) if (op, v) in counts)
         internal = tuple(sorted(o for o in direct.get(op, ()) if o not in overloads))
         families = tuple((o, tuple(sorted(laid.get(o, ())))) for o in hit)
-        found.append(OpCoverage(op=op, found=overloads, reached=hit, unreached=missed, undeclared=extra, internal=internal, families=families))
+        found.append(OpCoverage(op=op, found=overloads, reached=hit, unreached=missed, undeclared=extra, internal=internal, families=families,
+                                float64=wide.get(op, "")))
     return Coverage(ops=tuple(found))
 
 
@@ -121,6 +138,17 @@ def called_directly(rows) -> dict[str, set[str]]:
         name = reach.called(case.edits)
         if name:
             found.setdefault(case.op, set()).add(name)
+    return found
+
+
+def float64_judged(rows, exact_ran: bool) -> dict[str, str]:
+    """Op -> how its float64 functional results were judged: "exact" where the exact oracle ran and knows the op's
+    function, else "consistency"; ops with no such case are left out."""
+    found = {}
+    for case_id, status, *_ in rows:
+        case = Case.parse(case_id)
+        if case.dtype == "float64" and case.variant == "functional" and status in JUDGED:
+            found[case.op] = "exact" if exact_ran and case.op in FUNCTIONS else "consistency"
     return found
 
 
