@@ -51,10 +51,20 @@ def mul_inplace_wrong_for_channels_last(self, other):
     return self.copy_(result)
 
 
+def sum_over_channels_ignoring_channels_last(self, dim, keepdim=False, dtype=None):
+    """``sum`` over dim 1 that reads a channels-last 4-D ``self`` as if it were contiguous (the samples are 0-D to 3-D:
+    no channels-last tensor reaches it until the ranks search grows the call and moves its dim with it)."""
+    if self.dim() == 4 and list(dim or ()) == [1] and not self.is_contiguous() and self.is_contiguous(memory_format=torch.channels_last):
+        self = as_if_contiguous(self)
+    wide = dtype or (torch.int64 if not (self.is_floating_point() or self.is_complex()) else self.dtype)
+    return torch.ops.aten.sum.IntList_out(self, dim, keepdim, dtype=dtype, out=self.new_empty(0, dtype=wide))
+
+
 PLANTS = {
     "add.Scalar": ("add", add_scalar_ignoring_strides, "aten.add.Scalar", "scalar:args[0]@aten.add.Scalar"),
     "leaky_relu": ("nn.functional.leaky_relu", leaky_relu_wrong_at_zero_slope_on_views, "aten.leaky_relu.default", "arg:negative_slope=0.0"),
     "mul_.Tensor": ("mul", mul_inplace_wrong_for_channels_last, "aten.mul_.Tensor", "rank:4"),
+    "sum.dim_IntList": ("sum", sum_over_channels_ignoring_channels_last, "aten.sum.dim_IntList", "rank:4"),
 }
 
 
@@ -70,7 +80,7 @@ def test_a_bug_that_needs_an_edit_and_a_layout_is_found_and_named_with_both(kern
         assert case.layouts and all(layout != "contiguous" for _, layout in case.layouts), finding.case_id  # a layout
         assert any(e.partition(":")[0] == trigger.partition(":")[0] for e in case.edits), finding.case_id  # and the edit
     assert any(trigger in Case.parse(f.case_id).edits for f in found)
-    if kernel == "mul_.Tensor":
+    if kernel in ("mul_.Tensor", "sum.dim_IntList"):
         assert all(dict(Case.parse(f.case_id).layouts)["input"].startswith("channels_last") for f in found)  # and its offset twin
 
 
@@ -85,7 +95,7 @@ def test_the_same_bug_is_missed_by_the_edits_alone_and_by_the_layouts_alone(kern
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("op", ["add", "nn.functional.leaky_relu", "mul"])
+@pytest.mark.parametrize("op", ["add", "nn.functional.leaky_relu", "mul", "sum"])
 def test_the_composed_runs_over_the_real_kernels_are_clean(op, run_sweep):
     result = run_sweep(pointed(op))
     assert not result.findings, [f.case_id for f in result.findings][:5]
@@ -124,10 +134,23 @@ def test_the_ranks_search_grows_an_elementwise_call_and_keeps_its_values_in_orde
     assert grown.input.shape == (2, 3, 4, 5) and grown.args[0].dim() == 0  # the 0-d operand is left alone
     n = sample.input.numel()
     assert torch.equal(grown.input.reshape(-1)[: 2 * n], torch.cat([sample.input, sample.input]))
-    assert ranks.plan("sum", "functional", "float32", samples_of("sum", "float32")[1]) == []  # a reduction: not grown
     broadcast = next(s for s in samples_of("mul", "float32") if s.input.dim() == 2 and s.args[0].dim() == 1)
     assert ranks.plan("mul", "functional", "float32", broadcast) == []  # operands of two shapes: not grown
     assert ranks.plan("mul", "out", "float32", sample) == []
+
+
+def test_the_ranks_search_grows_a_call_over_a_dim_and_moves_its_dim_to_the_channels():
+    sample = next(s for s in samples_of("sum", "float32") if s.input.dim() == 2 and isinstance(s.kwargs.get("dim"), (int, list, tuple)))
+    assert ranks.plan("sum", "functional", "float32", sample) == [("rank:4",)]  # one rank: every sample grows alike
+    grown = ranks.apply(sample, "4", op="sum")
+    assert grown.input.shape == (2, 3, 4, 5) and grown.kwargs["dim"] in (1, [1], (1,))
+    assert torch.sum(grown.input, **grown.kwargs).shape[0] == 2  # a valid call, over the channels
+    scan = next(s for s in samples_of("cumsum", "float32") if s.input.dim() >= 1)
+    assert ranks.apply(scan, "4", op="cumsum").args[0] == 1  # a positional dim moves too
+    shaped = samples_of("narrow", "float32")[0]  # a start and a length depend on the shape: not grown
+    assert ranks.plan("narrow", "functional", "float32", shaped) == []
+    every = next((s for s in samples_of("sum", "float32") if s.input.dim() == 2 and not s.args and s.kwargs.get("dim") is None), None)
+    assert every is None or ranks.plan("sum", "functional", "float32", every) == []  # no dim named: not an op over a dim
 
 
 def test_a_pointed_run_says_each_planned_edit_ran_under_each_layout():
