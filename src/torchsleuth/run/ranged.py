@@ -14,14 +14,29 @@ autograd checks); a view shows what its base holds, and an in-place or
 ``out=`` op's result is left as written. Where that run is non-finite as the case's result is,
 the intermediates overflowed by the dtype's own range (``judge.verdict``).
 A single fused kernel computes its intermediates where no mode sees them (in
-float32 for half inputs), so its own overflow is not excused.
+float32 for half inputs), so its own overflow is not excused, with one kind of
+exception: an op whose documentation defines its result by a formula that
+scales one operand by a Scalar before the sum (``DOCUMENTED``: ``add`` and
+``sub``'s ``input + alpha * other``, ``addcmul``'s ``input + value * tensor1 *
+tensor2``, ``addcdiv``'s ``input + value * tensor1 / tensor2``). PyTorch's
+kernels evaluate that formula left to right in the dtype, as documented, so
+``value * tensor1`` past float32's largest value is an infinity there, and
+``inf * 0`` a NaN, where the exact result fits: both the exact result and the
+documented evaluation are right. For these the mode runs PyTorch's own
+reference of the op (``torch._decomp``'s table, the formula as documented)
+inside itself, so it sees every intermediate of the formula.
 """
 
 from __future__ import annotations
 
 import torch
+from torch._decomp import decomposition_table
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
+
+_aten = torch.ops.aten
+# Ops whose documentation gives their result as a formula with a Scalar factor, evaluated left to right in the dtype.
+DOCUMENTED = frozenset({_aten.add.Tensor, _aten.sub.Tensor, _aten.rsub.Tensor, _aten.addcmul.default, _aten.addcdiv.default})
 
 
 class Overflowing(TorchDispatchMode):
@@ -30,6 +45,9 @@ class Overflowing(TorchDispatchMode):
         self.largest = largest
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in DOCUMENTED and func in decomposition_table:
+            with self:  # the documented formula, op by op, each intermediate seen by this mode
+                return decomposition_table[func](*args, **(kwargs or {}))
         result = func(*args, **(kwargs or {}))
         if any(r.alias_info is not None for r in func._schema.returns):
             return result
