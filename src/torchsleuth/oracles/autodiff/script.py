@@ -33,8 +33,8 @@ from .detail import CONTRACTION, DOUBLE_BACKWARD, FINITE, FORWARD, MODES, SECOND
 HELPERS = (helpers.inexact, helpers.like, helpers.widened, helpers.widen, helpers.upload, helpers.draw, helpers.tangent, helpers.outputs,
            helpers.cotangents, helpers.forward_mode, helpers.graph, helpers.reverse_mode, helpers.reverse_jvp, helpers.double_backward,
            helpers.forward_over_reverse, helpers.finite_differences, helpers.tainted, helpers.untainted, helpers.moved, helpers.shifts,
-           helpers.output_differences, helpers.smooth_elsewhere, helpers.gradient_differences, helpers.lopsided, helpers.masked, helpers.contraction, helpers.far,
-           helpers.show, mains.precision, mains.kinks, mains.at_index)
+           helpers.output_differences, helpers.smooth_elsewhere, helpers.gradient_differences, helpers.lopsided, helpers.masked,
+           helpers.contraction, helpers.far, helpers.show, mains.precision, mains.kinks, mains.at_index)
 CHECKS = {FORWARD: mains.check_first, SECOND: mains.check_second}
 
 
