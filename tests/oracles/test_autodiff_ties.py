@@ -126,3 +126,96 @@ def test_a_clamp_whose_forward_mode_is_wrong_away_from_the_ties_is_still_found(c
     assert found, "the planted clamp forward-mode derivative was not found"
     assert any(f.op == "aten.clamp.Tensor" and "forward-mode derivative of clamp [float32] with respect to input" in f.summary
                for f in found), [f.summary for f in found]
+
+
+# --- a mode's own intermediate past a narrow dtype's range (run.ranged.Largest) ----------------------
+
+# pow in float16, second derivative with respect to a 0-dim exponent: forward over reverse computes x**y * log(x)**2
+# (117951 at x = 0.0127, y = -2) past 65504 and gives -inf; double backward stays in range and gives -5468 (exact -5464.67)
+POW_FLOAT16 = Case(op="pow", variant="functional", dtype="float16", device="cpu", sample=3, edits=("values:args[0]=small", "size:5>2"),
+                   oracle="autodiff:second")
+
+
+@pytest.mark.slow
+def test_a_mode_overflowing_the_dtype_in_its_own_intermediate_is_not_judged_there():
+    outcome = run_case(POW_FLOAT16)
+    assert outcome.status == "pass", [f.summary for f in outcome.findings]
+    assert "forward over reverse in float64 passes float16's range on the way" in outcome.reason, outcome.reason
+
+
+TANH_INF_PLANT = '''
+import warnings
+import torch
+
+
+class _TanhBackward(torch.autograd.Function):
+    """tanh's backward, right; its own derivative in x an infinity in float16 (nothing on the way is that large)."""
+
+    @staticmethod
+    def forward(ctx, g, x):
+        ctx.save_for_backward(g, x)
+        ctx.save_for_forward(g, x)
+        y = torch.tanh(x)
+        return g * (1 - y * y)
+
+    @staticmethod
+    def backward(ctx, gg):
+        g, x = ctx.saved_tensors
+        y = torch.tanh(x)
+        dx = -gg * g * 2 * y * (1 - y * y)
+        if x.dtype == torch.float16:
+            dx = torch.full_like(dx, float("inf"))  # the bug
+        return gg * (1 - y * y), dx
+
+    @staticmethod
+    def jvp(ctx, g_t, x_t):
+        g, x = ctx.saved_tensors
+        y = torch.tanh(x)
+        return g_t * (1 - y * y) - g * 2 * y * (1 - y * y) * x_t
+
+
+class _Tanh(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.tanh(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _TanhBackward.apply(g, x)
+
+    @staticmethod
+    def jvp(ctx, x_t):
+        (x,) = ctx.saved_tensors
+        y = torch.tanh(x)
+        return x_t * (1 - y * y)
+
+
+_lib = torch.library.Library("aten", "IMPL")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    _lib.impl("tanh", lambda x: _Tanh.apply(x), "AutogradCPU")
+'''
+
+
+@pytest.fixture
+def tanh_plant():
+    namespace = {"__name__": "autodiff_plant"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(TANH_INF_PLANT, "plant.py", "exec"), namespace)
+    try:
+        yield
+    finally:
+        namespace["_lib"]._destroy()
+
+
+@pytest.mark.slow
+def test_an_infinity_in_a_narrow_dtype_that_no_intermediate_explains_is_still_found(tanh_plant):
+    outcome = run_case(Case(op="tanh", variant="functional", dtype="float16", device="cpu", sample=0, oracle="autodiff:second"))
+    assert outcome.status == "finding", outcome.reason
+    f = outcome.findings[0]
+    assert f.op == "aten.tanh.default" and f.summary.startswith("second derivative of tanh [float16] with respect to input"), f.summary

@@ -32,7 +32,7 @@ from __future__ import annotations
 import torch
 from torch._decomp import decomposition_table
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 _aten = torch.ops.aten
 # Ops whose documentation gives their result as a formula with a Scalar factor, evaluated left to right in the dtype.
@@ -62,3 +62,23 @@ class Overflowing(TorchDispatchMode):
             return value
         parts = torch.where(past, parts.sign() * float("inf"), parts)
         return torch.view_as_complex(parts) if value.is_complex() else parts
+
+
+class Largest(TorchDispatchMode):
+    """Keeps every floating value an op makes, changing nothing; ``largest()`` is the largest magnitude among them: whether
+    a float64 computation passes a narrow dtype's range on the way, where replacing values (``Overflowing``) cannot be
+    done (forward-mode AD's dual tensors must come back as they were made). The values are read after the computation:
+    an op on a dual tensor inside the mode's handler kills the process on torch 2.13."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: list[torch.Tensor] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        self.seen += [v for v in tree_flatten(result)[0] if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())]
+        return result
+
+    def largest(self) -> float:
+        found = [float(torch.nan_to_num(v.detach().abs(), nan=0.0, posinf=0.0).max()) for v in self.seen if v.numel() and v.device.type != "meta"]
+        return max(found, default=0.0)
