@@ -11,15 +11,17 @@ still found, and named.
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 
+import test_oracle_autodiff
 from torchsleuth import SweepConfig, resolve_ops
 from torchsleuth.cases.records import Case
 from torchsleuth.engine import run_case
 from torchsleuth.oracles.autodiff import helpers
+
+planted = test_oracle_autodiff.planted  # the fixture: planted(source) runs a plant's source until the test ends
+TANH_DOUBLE_BACKWARD_PLANT = test_oracle_autodiff.TANH_DOUBLE_BACKWARD_PLANT
 
 
 def case(op: str, sample: int, edits: str, form: str) -> Case:
@@ -106,20 +108,9 @@ with warnings.catch_warnings():
 '''
 
 
-@pytest.fixture
-def clamp_plant():
-    namespace = {"__name__": "autodiff_plant"}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        exec(compile(CLAMP_JVP_PLANT, "plant.py", "exec"), namespace)
-    try:
-        yield
-    finally:
-        namespace["_lib"]._destroy()
-
-
 @pytest.mark.slow
-def test_a_clamp_whose_forward_mode_is_wrong_away_from_the_ties_is_still_found(clamp_plant, run_sweep):
+def test_a_clamp_whose_forward_mode_is_wrong_away_from_the_ties_is_still_found(planted, run_sweep):
+    planted(CLAMP_JVP_PLANT)
     config = SweepConfig(ops=resolve_ops("clamp"), dtypes=("float32",), variants=("functional",), layouts=("contiguous",), samples=3,
                          workers=0, oracles=("autodiff",), shrink=False)
     found = [f for f in run_sweep(config).findings if f.kind == "gradient_mismatch"]
@@ -143,78 +134,16 @@ def test_a_mode_overflowing_the_dtype_in_its_own_intermediate_is_not_judged_ther
     assert "forward over reverse in float64 passes float16's range on the way" in outcome.reason, outcome.reason
 
 
-TANH_INF_PLANT = '''
-import warnings
-import torch
-
-
-class _TanhBackward(torch.autograd.Function):
-    """tanh's backward, right; its own derivative in x an infinity in float16 (nothing on the way is that large)."""
-
-    @staticmethod
-    def forward(ctx, g, x):
-        ctx.save_for_backward(g, x)
-        ctx.save_for_forward(g, x)
-        y = torch.tanh(x)
-        return g * (1 - y * y)
-
-    @staticmethod
-    def backward(ctx, gg):
-        g, x = ctx.saved_tensors
-        y = torch.tanh(x)
-        dx = -gg * g * 2 * y * (1 - y * y)
-        if x.dtype == torch.float16:
-            dx = torch.full_like(dx, float("inf"))  # the bug
-        return gg * (1 - y * y), dx
-
-    @staticmethod
-    def jvp(ctx, g_t, x_t):
-        g, x = ctx.saved_tensors
-        y = torch.tanh(x)
-        return g_t * (1 - y * y) - g * 2 * y * (1 - y * y) * x_t
-
-
-class _Tanh(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        ctx.save_for_forward(x)
-        with torch._C._AutoDispatchBelowAutograd():
-            return torch.tanh(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _TanhBackward.apply(g, x)
-
-    @staticmethod
-    def jvp(ctx, x_t):
-        (x,) = ctx.saved_tensors
-        y = torch.tanh(x)
-        return x_t * (1 - y * y)
-
-
-_lib = torch.library.Library("aten", "IMPL")
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    _lib.impl("tanh", lambda x: _Tanh.apply(x), "AutogradCPU")
-'''
-
-
-@pytest.fixture
-def tanh_plant():
-    namespace = {"__name__": "autodiff_plant"}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        exec(compile(TANH_INF_PLANT, "plant.py", "exec"), namespace)
-    try:
-        yield
-    finally:
-        namespace["_lib"]._destroy()
+TANH_INF_PLANT = TANH_DOUBLE_BACKWARD_PLANT.replace(
+    "return gg * (1 - y * y), gg * g * 2 * y * (1 - y * y)  # the bug: d/dx is -2 y (1 - y^2)",
+    "dx = -gg * g * 2 * y * (1 - y * y)  # right, but an infinity in float16 (nothing on the way is that large)\n"
+    "        return gg * (1 - y * y), torch.full_like(dx, float('inf')) if x.dtype == torch.float16 else dx")
 
 
 @pytest.mark.slow
-def test_an_infinity_in_a_narrow_dtype_that_no_intermediate_explains_is_still_found(tanh_plant):
+def test_an_infinity_in_a_narrow_dtype_that_no_intermediate_explains_is_still_found(planted):
+    assert TANH_INF_PLANT != TANH_DOUBLE_BACKWARD_PLANT
+    planted(TANH_INF_PLANT)
     outcome = run_case(Case(op="tanh", variant="functional", dtype="float16", device="cpu", sample=0, oracle="autodiff:second"))
     assert outcome.status == "finding", outcome.reason
     f = outcome.findings[0]

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import pytest
 
+import test_oracle_vmap
 from torchsleuth.cases.records import Case
 from torchsleuth.engine import run_case
+
+batching_plant = test_oracle_vmap.batching_plant  # the fixture: batching_plant(source) runs a plant's source until the test ends
 
 # Cases of pointed runs on torch 2.13 whose batch and samples alone part on an overflow.
 MUL_GRAD = Case(op="mul", variant="functional", dtype="float32", device="cpu", sample=7, oracle="vmap:grad",
@@ -51,16 +54,6 @@ with warnings.catch_warnings():
 '''
 
 
-@pytest.fixture
-def sum_plant():
-    namespace: dict = {"__name__": "plant"}
-    exec(compile(SUM_PLANT, "plant.py", "exec"), namespace)
-    try:
-        yield
-    finally:
-        namespace["_lib"]._destroy()
-
-
 @pytest.mark.slow
 def test_a_broadcast_gradient_summed_in_another_order_past_the_range_is_no_finding():
     outcome = run_case(MUL_GRAD)
@@ -76,7 +69,8 @@ def test_a_documented_formula_overflowing_alone_and_exact_under_vmap_is_no_findi
 
 
 @pytest.mark.slow
-def test_a_batched_sum_overflowing_where_its_terms_cannot_is_still_found(sum_plant):
+def test_a_batched_sum_overflowing_where_its_terms_cannot_is_still_found(batching_plant):
+    batching_plant(SUM_PLANT)
     outcome = run_case(MUL_GRAD)
     assert outcome.status == "finding", outcome.reason
     f = outcome.findings[0]
