@@ -292,15 +292,13 @@ class Batch:
         expected, by_formula_alone = orders.documented(ctx, expected)
         by_order = 0
         if self.mode == GRAD and self.pointwise:
-            actual, by_order = orders.sum_orders(self, key, b, sample, ctx, actual)
-            expected, alone = orders.sum_orders(self, key, b, sample, ctx, expected)
-            by_order += alone
+            actual, expected, by_order = orders.sum_orders(self, key, b, sample, ctx, actual, expected)
         if by_formula + by_formula_alone:
             self.notes.append(f"sample {b} {config.words}: {by_formula + by_formula_alone} element(s) overflow as the op's documented "
                               "formula does, evaluated left to right in the dtype, where float64 is finite: judged as float64's value")
         if by_order:
             self.notes.append(f"sample {b} {config.words}: {by_order} gradient element(s) of a broadcast tensor are a sum whose terms "
-                              "add up past the dtype's range: an order of summation may overflow there, judged as float64's value")
+                              "add up past the dtype's range: an order of summation may overflow there, judged as float64's value where it is finite")
         return ctx.differs(actual, expected, scale=2.0)
 
     def finding(self, config: Config, b: int, m: Mismatch, actual: dict, expected: dict, ctx: Context) -> Finding:

@@ -18,7 +18,9 @@ be right, in two ways the vmap oracle meets:
   even where the exact sum fits (``sum_orders``: the terms are the float64
   gradient against the tensor expanded to the broadcast shape, their
   magnitudes summed back to the tensor's shape). There a non-finite side's
-  element stands for the float64 value rounded to the dtype.
+  element stands for the float64 value rounded to the dtype, or, where that
+  is not finite either (a float64 case has no wider value), for the other
+  side's.
 
 Either way only a non-finite element is replaced, and by float64's value:
 the other side must still be what the op computes there, so a batching rule
@@ -51,30 +53,40 @@ def documented(ctx: Context, side: dict) -> tuple[dict, int]:
     return _replaced(side, masks, exact)
 
 
-def sum_orders(batch, key: tuple, b: int, sample: dict, ctx: Context, side: dict) -> tuple[dict, int]:
-    """``side`` with each non-finite element of a broadcast tensor's gradient whose terms' magnitudes add up past the
-    dtype's largest value standing for float64 rounded to its dtype; and how many were replaced."""
+def sum_orders(batch, key: tuple, b: int, sample: dict, ctx: Context, actual: dict, expected: dict) -> tuple[dict, dict, int]:
+    """Both sides with each element of a broadcast tensor's gradient whose terms' magnitudes add up past the dtype's largest
+    value, and where a side is not finite, standing for float64 rounded to the dtype where that is finite (the finite side
+    is still judged against it), else for the other side (a float64 case: no wider value to judge by); and how many."""
     refs = ctx.ev.refs
-    if not refs.float64.ok:
-        return side, 0
     mapped = {p: t for p, t in sample.items() if p in batch.paths}
     try:
         shape = torch.broadcast_shapes(*(t.shape for t in mapped.values()))
     except RuntimeError:
-        return side, 0
+        return actual, expected, 0
     largest = torch.finfo(getattr(torch, ctx.case.dtype)).max
-    exact = dict(cmp.flatten(refs.float64.value))
-    masks = {}
+    exact = dict(cmp.flatten(refs.float64.value)) if refs.float64.ok else {}
+    actual, expected, count = dict(actual), dict(expected), 0
     for p in batch.differentiated:
-        value, t = side.get(f"grad[{p}]"), sample.get(p)
-        if not (isinstance(value, torch.Tensor) and isinstance(t, torch.Tensor)) or t.shape == shape:
+        path, t = f"grad[{p}]", sample.get(p)
+        a, e = actual.get(path), expected.get(path)
+        if not (_comparable(a, e) and isinstance(t, torch.Tensor)) or t.shape == shape:
             continue
         terms = _terms(batch, key, b, sample, p, shape)
         if terms is None:
             continue
-        total = terms.abs().sum_to_size(t.shape)
-        masks[f"grad[{p}]"] = (total > largest) & ~torch.isfinite(value.detach().cpu())
-    return _replaced(side, masks, exact)
+        free = (terms.abs().sum_to_size(t.shape) > largest).to(a.device) & ~(torch.isfinite(a) & torch.isfinite(e))
+        if not bool(free.any()):
+            continue
+        count += int(free.sum())
+        value = cmp.dense(exact.get(path))
+        if isinstance(value, torch.Tensor) and value.shape == a.shape:
+            rounded = value.detach().to(a.dtype).to(a.device)
+            known = free & torch.isfinite(rounded)
+            actual[path] = torch.where(known & ~torch.isfinite(a), rounded, a)
+            expected[path] = torch.where(known & ~torch.isfinite(e), rounded, e)
+            free = free & ~known
+        expected[path] = torch.where(free, actual[path], expected[path])
+    return actual, expected, count
 
 
 def _terms(batch, key: tuple, b: int, sample: dict, path: str, shape) -> torch.Tensor | None:
