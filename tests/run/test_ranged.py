@@ -96,3 +96,24 @@ def test_an_addcmul_overflowing_where_the_documented_formula_does_not_is_still_f
     found = [f for f in result.sweep.findings if f.reference == "precision"]
     assert found and found[0].op == "aten.addcmul.default", result.message()
     assert found[0].mismatch.worst_index == (3,), found[0].mismatch  # 2e30 * 1e10 overflows; (2e30 * 0) does not
+
+
+def addcdiv_by_pi(x, t1, t2):
+    return torch.addcdiv(x, t1, t2, value=3.14)
+
+
+def _addcdiv_samples(dtype, device):
+    # 3.14 * 1.4e-45 rounds to a float32 subnormal, 3 * 1.4e-45, and / -1.4e-45 gives -3 where the exact result is -3.14:
+    # the documented input + value * tensor1 / tensor2 evaluated left to right in float32
+    tiny = torch.finfo(torch.float32).smallest_normal * 2.0 ** -23
+    x = torch.tensor([tiny, 1.0, 5.0], dtype=dtype, device=device)
+    t1 = torch.tensor([tiny, 2.0, 1.0], dtype=dtype, device=device)
+    t2 = torch.tensor([-tiny, 4.0, 8.0], dtype=dtype, device=device)
+    return [(x, t1, t2)]
+
+
+def test_a_documented_formula_losing_digits_to_a_subnormal_intermediate_is_not_a_finding():
+    x, t1, t2 = _addcdiv_samples(torch.float32, "cpu")[0]
+    assert addcdiv_by_pi(x, t1, t2)[0].item() == -3.0  # torch 2.13 CPU; exact -3.14
+    result = torchsleuth.check(addcdiv_by_pi, _addcdiv_samples, dtypes="float32", variants="functional", **QUICK)
+    assert result.clean, result.message()

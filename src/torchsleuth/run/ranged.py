@@ -24,7 +24,10 @@ kernels evaluate that formula left to right in the dtype, as documented, so
 ``inf * 0`` a NaN, where the exact result fits: both the exact result and the
 documented evaluation are right. For these the mode runs PyTorch's own
 reference of the op (``torch._decomp``'s table, the formula as documented)
-inside itself, so it sees every intermediate of the formula.
+inside itself, so it sees every intermediate of the formula, and rounds each
+to the case's dtype (given as ``dtype``): the formula as the kernel evaluates
+it, where ``value * tensor1`` underflows to a subnormal with a digit or two
+(addcdiv's ``3.14 * 1.4e-45 / -1.4e-45`` is -3 in float32, -3.14 exactly).
 """
 
 from __future__ import annotations
@@ -40,14 +43,19 @@ DOCUMENTED = frozenset({_aten.add.Tensor, _aten.sub.Tensor, _aten.rsub.Tensor, _
 
 
 class Overflowing(TorchDispatchMode):
-    def __init__(self, largest: float):
+    def __init__(self, largest: float, dtype: torch.dtype | None = None):
         super().__init__()
-        self.largest = largest
+        self.largest, self.dtype = largest, dtype
+        self.documented = False  # inside a documented formula: each intermediate is also rounded to ``dtype``
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func in DOCUMENTED and func in decomposition_table:
-            with self:  # the documented formula, op by op, each intermediate seen by this mode
-                return decomposition_table[func](*args, **(kwargs or {}))
+        if func in DOCUMENTED and func in decomposition_table and not self.documented:
+            self.documented = True
+            try:
+                with self:  # the documented formula, op by op, each intermediate seen by this mode
+                    return decomposition_table[func](*args, **(kwargs or {}))
+            finally:
+                self.documented = False
         result = func(*args, **(kwargs or {}))
         if any(r.alias_info is not None for r in func._schema.returns):
             return result
@@ -56,6 +64,8 @@ class Overflowing(TorchDispatchMode):
     def _overflow(self, value):
         if not (isinstance(value, torch.Tensor) and value.dtype in (torch.float64, torch.complex128) and value.numel()):
             return value
+        if self.documented and self.dtype is not None:  # the formula in the dtype: rounded (a subnormal loses digits), then widened
+            value = value.to(self.dtype).to(value.dtype)
         parts = torch.view_as_real(value) if value.is_complex() else value
         past = parts.abs() > self.largest
         if not bool(past.any()):
