@@ -47,6 +47,8 @@ def test_a_tie_with_another_argument_is_not_smooth_though_the_argument_alone_is_
     one = torch.ones(3, dtype=torch.float64)
     (smooth,) = helpers.smooth_elsewhere(call, {"input": zero, "args[0]": zero.clone(), "args[1]": zero.clone()}, "input")
     assert not smooth.any()  # the input at both bounds: moving the bounds with it breaks the tie
+    (smooth,) = helpers.smooth_elsewhere(call, {"input": zero, "args[0]": zero.clone(), "args[1]": torch.zeros(3, dtype=torch.int64)}, "input")
+    assert not smooth.any()  # an integer upper bound cannot move: the input and the lower bound moved up together break the tie
     (smooth,) = helpers.smooth_elsewhere(call, {"input": zero, "args[0]": -one, "args[1]": one}, "input")
     assert smooth.all()  # strictly inside: smooth in every argument
 

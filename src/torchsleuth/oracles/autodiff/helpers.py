@@ -277,15 +277,16 @@ def output_differences(call, W, path, v, ws):
 
 def smooth_elsewhere(call, W, path):
     """Per output: where the function is smooth along each other floating argument of ``W`` moved alone, and along every
-    floating argument moved at once (each along a tangent of its own, seeded OTHER_SEED plus its position). A point where it
+    floating argument moved at once (each along a tangent of its own, seeded OTHER_SEED plus its position; then along
+    their magnitudes, all one way). A point where it
     is not is no point of differentiability, whichever argument is differentiated: at clamp's input equal to its bound both
     one-sided derivatives are valid, and at the input equal to both bounds the function of any one argument alone is flat
     while that of all of them is not."""
     floating = [p for p in W if inexact(W[p])]
     tangents = {p: tangent(W[p], OTHER_SEED + k) for k, p in enumerate(W) if p in floating}
     moves = [{p: tangents[p]} for p in floating if p != path]
-    if len(floating) > 1:
-        moves.append(tangents)
+    if len(floating) > 1:  # and with every argument moved the same way by its own amount, which breaks a tie either way
+        moves += [tangents, {p: w if w.is_complex() else w.abs() for p, w in tangents.items()}]
     found = [torch.ones(o.shape, dtype=torch.bool) for _, o in outputs(call(W))]
     for move in moves:
         def at(t, _, move=move):
