@@ -20,6 +20,12 @@ One entry per reason, each naming the ops it covers (short aten names):
   values of the dtype it runs in, unless told others; its float64 reference
   gives float64's, which round to infinity in the case's dtype. Where the
   float64 result is float64's largest value, the case dtype's stands for it.
+* zero ties: ops that select one of their arguments by comparison
+  (``clamp``, ``maximum``, ``relu``: ``min(max(x, lo), hi)``) see -0 and +0
+  as equal, so where both zeros meet (clamp of -0.0 at a +0.0 bound) either
+  one is the result. IEEE fixes the sign of every zero an arithmetic op
+  returns (``neg``, ``copysign``, a product), not of one a comparison picks:
+  the sign of a zero is judged only for ops outside this set.
 * dtype representation: ``nextafter`` returns the next value representable
   in its own dtype; in float64 that is another value altogether, so float64
   is no reference for it (its layout reference and contracts still judge it).
@@ -37,6 +43,9 @@ TIE_INDEX_OPS = frozenset({
     "argmax", "argmin", "cummax", "cummin", "msort", "aminmax",
 })
 LIMIT_OPS = frozenset({"nan_to_num"})
+ZERO_TIE_OPS = frozenset({
+    "clamp", "clamp_min", "clamp_max", "clip", "hardtanh", "relu", "relu6", "maximum", "minimum", "max", "min", "fmax", "fmin",
+})
 REPRESENTATION_OPS = frozenset({"nextafter"})
 PHASE_OPS = frozenset({"linalg_eig", "_linalg_eigh", "linalg_eigh", "_linalg_svd", "linalg_svd", "svd", "eig"})
 

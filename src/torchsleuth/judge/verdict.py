@@ -144,7 +144,7 @@ def precision(ctx: Context) -> None:
             if not overflowed:
                 break
             ctx.notes.append(f"{', '.join(overflowed)}: an intermediate of the call overflows {ctx.case.dtype} where float64 "
-                             "does not; those elements are not judged")
+                             "does not, or the op's documented formula evaluated in it gives the result; those elements are not judged")
             actual = [(p, torch.where(overflowed[p].to(v.device), e.to(v.device), v) if p in overflowed else v)
                       for (p, v), (_, e) in zip(actual, expected)]
         slack = {p: PRECISION_MARGIN * s for p, s in (ctx.slack(1.0, jumps=bool(jumps)) or {}).items()}
@@ -215,7 +215,7 @@ def _overflowed(ctx: Context, actual: cmp.Leaves, exact: cmp.Leaves) -> dict[str
         if not all(isinstance(t, torch.Tensor) and t.shape == value.shape and t.is_floating_point() for t in tensors):
             continue
         value, base, limit = (t.detach().cpu().to(torch.float64) for t in tensors)
-        same = (torch.isnan(value) & torch.isnan(limit)) | (torch.isinf(value) & (value == limit))
+        same = (torch.isnan(value) & torch.isnan(limit)) | (value == limit)  # a documented formula's rounding: finite too
         mask = torch.isfinite(base) & same
         if bool(mask.any()):
             found[path] = mask

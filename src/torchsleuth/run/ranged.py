@@ -14,22 +14,48 @@ autograd checks); a view shows what its base holds, and an in-place or
 ``out=`` op's result is left as written. Where that run is non-finite as the case's result is,
 the intermediates overflowed by the dtype's own range (``judge.verdict``).
 A single fused kernel computes its intermediates where no mode sees them (in
-float32 for half inputs), so its own overflow is not excused.
+float32 for half inputs), so its own overflow is not excused, with one kind of
+exception: an op whose documentation defines its result by a formula that
+scales one operand by a Scalar before the sum (``DOCUMENTED``: ``add`` and
+``sub``'s ``input + alpha * other``, ``addcmul``'s ``input + value * tensor1 *
+tensor2``, ``addcdiv``'s ``input + value * tensor1 / tensor2``). PyTorch's
+kernels evaluate that formula left to right in the dtype, as documented, so
+``value * tensor1`` past float32's largest value is an infinity there, and
+``inf * 0`` a NaN, where the exact result fits: both the exact result and the
+documented evaluation are right. For these the mode runs PyTorch's own
+reference of the op (``torch._decomp``'s table, the formula as documented)
+inside itself, so it sees every intermediate of the formula, and rounds each
+to the case's dtype (given as ``dtype``): the formula as the kernel evaluates
+it, where ``value * tensor1`` underflows to a subnormal with a digit or two
+(addcdiv's ``3.14 * 1.4e-45 / -1.4e-45`` is -3 in float32, -3.14 exactly).
 """
 
 from __future__ import annotations
 
 import torch
+from torch._decomp import decomposition_table
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
+
+_aten = torch.ops.aten
+# Ops whose documentation gives their result as a formula with a Scalar factor, evaluated left to right in the dtype.
+DOCUMENTED = frozenset({_aten.add.Tensor, _aten.sub.Tensor, _aten.rsub.Tensor, _aten.addcmul.default, _aten.addcdiv.default})
 
 
 class Overflowing(TorchDispatchMode):
-    def __init__(self, largest: float):
+    def __init__(self, largest: float, dtype: torch.dtype | None = None):
         super().__init__()
-        self.largest = largest
+        self.largest, self.dtype = largest, dtype
+        self.documented = False  # inside a documented formula: each intermediate is also rounded to ``dtype``
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in DOCUMENTED and func in decomposition_table and not self.documented:
+            self.documented = True
+            try:
+                with self:  # the documented formula, op by op, each intermediate seen by this mode
+                    return decomposition_table[func](*args, **(kwargs or {}))
+            finally:
+                self.documented = False
         result = func(*args, **(kwargs or {}))
         if any(r.alias_info is not None for r in func._schema.returns):
             return result
@@ -38,9 +64,31 @@ class Overflowing(TorchDispatchMode):
     def _overflow(self, value):
         if not (isinstance(value, torch.Tensor) and value.dtype in (torch.float64, torch.complex128) and value.numel()):
             return value
+        if self.documented and self.dtype is not None:  # the formula in the dtype: rounded (a subnormal loses digits), then widened
+            value = value.to(self.dtype).to(value.dtype)
         parts = torch.view_as_real(value) if value.is_complex() else value
         past = parts.abs() > self.largest
         if not bool(past.any()):
             return value
         parts = torch.where(past, parts.sign() * float("inf"), parts)
         return torch.view_as_complex(parts) if value.is_complex() else parts
+
+
+class Largest(TorchDispatchMode):
+    """Keeps every floating value an op makes, changing nothing; ``largest()`` is the largest magnitude among them: whether
+    a float64 computation passes a narrow dtype's range on the way, where replacing values (``Overflowing``) cannot be
+    done (forward-mode AD's dual tensors must come back as they were made). The values are read after the computation:
+    an op on a dual tensor inside the mode's handler kills the process on torch 2.13."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: list[torch.Tensor] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        self.seen += [v for v in tree_flatten(result)[0] if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())]
+        return result
+
+    def largest(self) -> float:
+        found = [float(torch.nan_to_num(v.detach().abs(), nan=0.0, posinf=0.0).max()) for v in self.seen if v.numel() and v.device.type != "meta"]
+        return max(found, default=0.0)

@@ -186,7 +186,7 @@ class References:
         if not (self.dtype.is_floating_point or self.dtype.is_complex) or dtypes.wide(self.dtype) == self.dtype:
             return Reference(error=ValueError("no narrower range than float64's"))
         real = self.dtype.to_real() if self.dtype.is_complex else self.dtype
-        return self._run(self._converted(device="cpu", wide=True), device="cpu", wide=True, mode=Overflowing(torch.finfo(real).max))
+        return self._run(self._converted(device="cpu", wide=True), device="cpu", wide=True, mode=Overflowing(torch.finfo(real).max, self.dtype))
 
     def _nudged(self, scales, *, seeds) -> tuple[Reference, ...]:
         if not self.float64.ok:

@@ -47,6 +47,9 @@ SCALE = 1e-3
 # Finite differences are also taken at SHIFTS points near x, each moved along a tangent drawn from the tangent's seed plus
 # a multiple of SHIFT_SEED; before a finding is reported, at CONFIRM_SHIFTS such points (the first SHIFTS the same).
 SHIFTS, CONFIRM_SHIFTS, SHIFT_SEED = 3, 16, 7919
+# Each other floating argument is moved along a tangent of its own, drawn from OTHER_SEED plus its position, to find the
+# points where the function has a kink in that argument (a tie of clamp's input with its bound): none is judged there.
+OTHER_SEED = 104729
 # An element is smooth along the tangent where the one-sided quotients at the smaller step, and the central
 # quotients at both steps, agree within this share of 1 + |derivative| (plus what rounding of the values explains).
 SMOOTH = 1e-3
@@ -266,9 +269,34 @@ def shifts(x, seed, count):
 
 def output_differences(call, W, path, v, ws):
     """Central differences of the outputs along ``v`` (first order), on float64 tensors ``W``, shifted by each of ``ws``;
-    none where an output depends on an element that is not finite."""
+    none where an output depends on an element that is not finite, nor where the function has a kink in another argument."""
     found = finite_differences(lambda t, w: [o for _, o in outputs(call(moved(W, path, v, t, w)))], ws)
-    return untainted(found, tainted(lambda P: [o for _, o in outputs(call(P))], W))
+    found = untainted(found, tainted(lambda P: [o for _, o in outputs(call(P))], W))
+    return [(e, error, smooth & elsewhere) for (e, error, smooth), elsewhere in zip(found, smooth_elsewhere(call, W, path))]
+
+
+def smooth_elsewhere(call, W, path):
+    """Per output: where the function is smooth along each other floating argument of ``W`` moved alone, and along every
+    floating argument moved at once (each along a tangent of its own, seeded OTHER_SEED plus its position; then along
+    their magnitudes, all one way). A point where it
+    is not is no point of differentiability, whichever argument is differentiated: at clamp's input equal to its bound both
+    one-sided derivatives are valid, and at the input equal to both bounds the function of any one argument alone is flat
+    while that of all of them is not."""
+    floating = [p for p in W if inexact(W[p])]
+    tangents = {p: tangent(W[p], OTHER_SEED + k) for k, p in enumerate(W) if p in floating}
+    moves = [{p: tangents[p]} for p in floating if p != path]
+    if len(floating) > 1:  # and with every argument moved the same way by its own amount, which breaks a tie either way
+        moves += [tangents, {p: w if w.is_complex() else w.abs() for p, w in tangents.items()}]
+    found = [torch.ones(o.shape, dtype=torch.bool) for _, o in outputs(call(W))]
+    for move in moves:
+        def at(t, _, move=move):
+            return [o for _, o in outputs(call({**W, **{p: W[p] + t * w for p, w in move.items()}}))]
+        try:
+            differences = finite_differences(at, [])
+        except Exception:  # the call refuses the moved arguments (a domain, a shape): nothing said about them
+            continue
+        found = [s & smooth for s, (_, _, smooth) in zip(found, differences)]
+    return found
 
 
 def gradient_differences(call, W, path, v, ws, u):
@@ -282,7 +310,17 @@ def gradient_differences(call, W, path, v, ws, u):
         return found
     nan = float("nan")
     poisoned = [torch.where(s.to(c.device), c, torch.full_like(c, nan)) for c, s in zip(u, smooth)]  # NaN flows to what depends on it
-    return untainted(found, [torch.isnan(reverse_mode(call, W, path, poisoned)).cpu()])
+    taint = torch.isnan(reverse_mode(call, W, path, poisoned)).cpu()
+    for s in smooth:  # a backward that masks its own result (pow's where the exponent is 0) stops the NaN: by position too
+        try:
+            wider = torch.broadcast_shapes(s.shape, taint.shape)
+        except RuntimeError:
+            continue
+        if wider == s.shape and s.shape != taint.shape:
+            s = (~s).to(torch.float64).sum_to_size(taint.shape) == 0
+        if s.shape == taint.shape:
+            taint |= ~s
+    return untainted(found, [taint])
 
 
 def lopsided(a, b, a64, b64):

@@ -15,7 +15,9 @@ the difference's own error estimate (derivatives.by_differences). In the
 case's own dtype, two modes are compared only where one is far more wrong
 than the other, each against its own value in float64 along the same
 directions (helpers.lopsided): where both are as far off, the dtype is, and
-no mode is.
+no mode is; and where one is an infinity or NaN whose float64 computation
+passes the dtype's range on the way (run.ranged.Largest), its own
+intermediate overflowed, which the dtype allows.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ...judge.plugin import encode_detail
 from ...judge.records import Finding, Mismatch
 from ...judge.verdict import one_line
 from ...run import call
+from ...run.ranged import Largest
 from . import derivatives as dv
 from . import helpers
 from .detail import (BOTH_MODES, CONTRACTION, DOUBLE_BACKWARD, FINITE, FORWARD, FORWARD_MODE, FORWARD_OVER_REVERSE, MODES, REFERENCES,
@@ -201,6 +204,9 @@ class Argument:
             if double64 is None or over64 is None:
                 return None
             smooth = self._lopsided(smooth, helpers.lopsided(double, over, double64, over64))
+            smooth = self._in_range(smooth, {DOUBLE_BACKWARD: double, FORWARD_OVER_REVERSE: over}, {
+                DOUBLE_BACKWARD: lambda: helpers.double_backward(self.call_wide, self.W, self.path, u64, v64),
+                FORWARD_OVER_REVERSE: lambda: helpers.forward_over_reverse(self.call_wide, self.W, self.path, u64, v64)})
             m = dv.by_rule(prepared, dv.SECOND, self.path, v, u, double, over, smooth, override=self.subject.override, op=self.op,
                            noise=self._noise(dv.SECOND, call_of, prepared.tensors, v, u))
         if m is None:
@@ -307,6 +313,32 @@ class Argument:
             self.notes.append(f"{self.path}: in {self.case.dtype}, both modes as far from their float64 values at {even} element(s): "
                               "rounding of the dtype, not judged there")
         return {p: smooth[p] & lopsided[p] for p in smooth}
+
+    def _in_range(self, smooth: dict, narrow: dict, wide: dict) -> dict:
+        """``smooth`` without the elements where a mode in the case's dtype is an infinity or NaN, finite in float64, whose
+        float64 computation (``wide[mode]()``) makes an intermediate past the dtype's largest value: that mode's own way of
+        computing overflows the dtype (pow's x**y * log(x)**2 past 65504 in forward over reverse, not in double backward),
+        as the precision reference excuses a call's intermediates (run.ranged)."""
+        dtype = getattr(torch, self.case.dtype)
+        limit = torch.finfo(dtype.to_real() if dtype.is_complex else dtype).max
+        found = dict(smooth)
+        for mode, values in narrow.items():
+            grad = f"grad[{self.path}]"
+            value = values.get(grad) if values else None
+            if value is None or grad not in found or bool(torch.isfinite(value.detach()).all()):
+                continue
+            watch = Largest()
+            try:
+                with watch:
+                    exact = wide[mode]()
+            except Exception:
+                continue
+            over = ~torch.isfinite(value.detach().cpu()) & torch.isfinite(exact.detach().cpu())
+            if bool(over.any()) and watch.largest() > limit:
+                self.notes.append(f"{self.path}: {mode} in float64 passes {self.case.dtype}'s range on the way, and gives an infinity or "
+                                  f"NaN in {self.case.dtype} at {int(over.sum())} element(s) where float64 is finite: not judged there")
+                found[grad] = found[grad] & ~over
+        return found
 
     def _shifts(self, count: int) -> list:
         return helpers.shifts(self.W[self.path], self.v_seed, count)

@@ -25,7 +25,7 @@ import torch
 from ...dtypes import name as dtype_name
 from ...dtypes import wide
 from ...judge.records import Finding
-from ...scripts import parts
+from ...scripts import parts, steps
 from . import helpers, mains
 from .detail import CONTRACTION, DOUBLE_BACKWARD, FINITE, FORWARD, MODES, SECOND, SECOND_MODES, Detail
 
@@ -33,15 +33,15 @@ from .detail import CONTRACTION, DOUBLE_BACKWARD, FINITE, FORWARD, MODES, SECOND
 HELPERS = (helpers.inexact, helpers.like, helpers.widened, helpers.widen, helpers.upload, helpers.draw, helpers.tangent, helpers.outputs,
            helpers.cotangents, helpers.forward_mode, helpers.graph, helpers.reverse_mode, helpers.reverse_jvp, helpers.double_backward,
            helpers.forward_over_reverse, helpers.finite_differences, helpers.tainted, helpers.untainted, helpers.moved, helpers.shifts,
-           helpers.output_differences, helpers.gradient_differences, helpers.lopsided, helpers.masked, helpers.contraction, helpers.far,
-           helpers.show, mains.precision, mains.kinks, mains.at_index)
+           helpers.output_differences, helpers.smooth_elsewhere, helpers.gradient_differences, helpers.lopsided, helpers.masked,
+           helpers.contraction, helpers.far, helpers.show, mains.precision, mains.kinks, mains.at_index)
 CHECKS = {FORWARD: mains.check_first, SECOND: mains.check_second}
 
 
 def script(finding: Finding, torch_version: str) -> str | None:
     """The finding's standalone script; None where the generic one applies (no call to write out)."""
     if finding.kind in ("crash", "hang"):
-        return parts.died_in_steps(finding, torch_version, "the autodiff oracle's own derivatives of the call")
+        return steps.script(finding, torch_version, "the autodiff oracle's own derivatives of the call")
     if finding.kind != "gradient_mismatch":
         return None
     call, detail, answer = parts.recorded(finding, Detail, torch_version, "the derivatives compared")
@@ -83,6 +83,7 @@ def constants(finding: Finding, detail: Detail, source: str) -> list[str]:
         f"STEPS = {helpers.STEPS!r}  # finite differences: one-sided and central quotients at these steps",
         f"SCALE = {helpers.SCALE!r}  # the tangent is standard normal times max(1, SCALE * |x|)",
         f"CONFIRM_SHIFTS, SHIFT_SEED = {helpers.CONFIRM_SHIFTS!r}, {helpers.SHIFT_SEED!r}  # and at points near x: tangents seeded TANGENT_SEED + k SHIFT_SEED",
+        f"OTHER_SEED = {helpers.OTHER_SEED!r}  # each other floating argument moved alone along a tangent seeded OTHER_SEED + its position",
         f"SMOOTH, NOISE = {helpers.SMOOTH!r}, {helpers.NOISE!r}  # where the quotients agree, the function is smooth along the tangent",
         f"FD_ATOL, FD_RTOL = {helpers.FD_ATOL!r}, {helpers.FD_RTOL!r}  # autodiff against finite differences (plus their error estimate)",
         f"CONTRACTION_ATOL, CONTRACTION_RTOL = {helpers.CONTRACTION_ATOL!r}, {helpers.CONTRACTION_RTOL!r}",

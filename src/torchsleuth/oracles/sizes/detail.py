@@ -13,4 +13,5 @@ class Detail:
     sizes: tuple[int, ...]  # the lengths tiled (pointwise) or the rows per batch (reduction), as run.lengths gave them
     front: bool = False  # a reduction's batch is a new first dim (the kernel got negative dims); else a new last one
     slack: float = 0.0  # what the rule allowed beyond ATOL + RTOL * |expected| at the worst element (its measured sensitivity)
+    signed_zero: bool = True  # the sign of a zero is judged (not for an op that picks between tied zeros: judge.canonical)
     wrong: tuple[str, ...] = ()  # the configurations that disagree, as the summary names them ("length 9", ...)

@@ -66,6 +66,7 @@ class Check:
         self.function_name = opinfo.public_name(subject.entry, "functional")
         self._slack: dict[bool, dict] = {}
         self.notes: list[str] = []  # what a passing outcome's reason says besides the bits
+        self.signed_zero = True  # +0 against -0 is a change of class (not where the op picks between tied zeros)
 
     def name(self) -> str:
         short = self.op.split(".")[1] if self.op.startswith("aten.") else self.op

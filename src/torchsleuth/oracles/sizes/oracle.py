@@ -49,8 +49,11 @@ bitwise difference is a finding only when
   or
 * it changes the class of the value: NaN against a number, an infinity
   against anything else, +0 against -0 (pointwise ops only: IEEE defines the
-  sign of every zero a pointwise op returns, so the two paths owe the same
-  one), or any difference at all in an integer or bool result.
+  sign of every zero an arithmetic op returns, so the two paths owe the same
+  one; not for an op that picks one of its arguments by comparison, clamp
+  or maximum, where -0 and +0 tie and either is the result:
+  judge.canonical.ZERO_TIE_OPS), or any difference at all in an integer or
+  bool result.
 
 A bitwise difference within tolerance is not a finding; the pass outcome's
 reason says "bits differ by up to N ULP between length L and length 1 (the
@@ -90,6 +93,8 @@ sizes.script writes a finding's repro script from its ``Detail``
 from __future__ import annotations
 
 from ...judge import calls
+from ...judge.canonical import ZERO_TIE_OPS
+from ...judge.context import Context
 from ...judge.plugin import Oracle
 from ...judge.records import Outcome
 from ...run import call
@@ -121,8 +126,9 @@ def run(subject) -> Outcome:
     kind = computation(refs.trace, subject.entry)
     if kind not in ("pointwise", "reduction"):
         return Outcome(case=case, status="skip", reason=kind)
-    op = read_facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=case.op).op
-    check = Check(subject, prepared, op)
+    facts = read_facts(refs.trace, refs.base.tensors, refs.contiguous.value, fallback=case.op)
+    check = Check(subject, prepared, facts.op)
+    check.signed_zero = not ({*facts.names, Context.short_op(facts.op)} & ZERO_TIE_OPS)
     try:
         return probes.pointwise(check) if kind == "pointwise" else probes.reduction(check)
     except Skip as e:

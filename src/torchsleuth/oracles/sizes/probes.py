@@ -68,14 +68,14 @@ def pointwise(check: Check) -> Outcome:
         else:
             actual = calls.leaves(check.call(tensors))
         expected, slack = judged_at(count)
-        verdicts.append(check.compare(place, actual, expected, slack, signed_zero=True))
+        verdicts.append(check.compare(place, actual, expected, slack, signed_zero=check.signed_zero))
     check.notes += raised.values()
     if torch.Size(tiles.shape).numel() == tiles.distinct:  # every element of the sample has its value alone
         expected, slack = judged_at(tiles.distinct)
         flat = [(p, v.reshape(-1)) for p, v in sample_leaves]
         place = Place("sample", tiles.distinct, f"the sample's shape {list(tiles.shape)}")
-        verdicts.append(check.compare(place, flat, expected, slack, signed_zero=True))
-    return check.outcome(verdicts, reference="length 1 (the element alone)", detail=Detail(reduction=False, sizes=sizes))
+        verdicts.append(check.compare(place, flat, expected, slack, signed_zero=check.signed_zero))
+    return check.outcome(verdicts, reference="length 1 (the element alone)", detail=Detail(reduction=False, sizes=sizes, signed_zero=check.signed_zero))
 
 
 def reduction(check: Check) -> Outcome:

@@ -18,7 +18,8 @@ grid), both values. The layout forms are written out as plain
 gives them.
 
 An element disagrees when the difference changes the class of the value
-(NaN, infinity, the sign of a zero for pointwise ops), is in an integer or
+(NaN, infinity, the sign of a zero for pointwise ops that do not pick between
+tied zeros), is in an integer or
 bool result, or exceeds ``ATOL + RTOL * |alone| + SLACK``. ``ATOL`` and
 ``RTOL`` are the table's; ``SLACK`` is what the oracle's rule allowed beyond
 them at the worst element (the op's measured sensitivity to rounding),
@@ -109,14 +110,14 @@ def main():
         for (path, a), (_, values) in zip(result, reference):
             a = a.reshape(-1)
             e = values[at.to(values.device)]
-            bad = disagree(a, e, signed_zero=True)
+            bad = disagree(a, e, signed_zero=SIGNED_ZERO)
             if bool(bad.any()):
                 wrong.append(label)
                 report(label, path, a, e, bad, lambda i: f"element {i} (value {i % distinct})")
     sample = leaves(call(T))  # the sample's own call, flattened, where each element has its value alone
     if all(isinstance(v, torch.Tensor) and v.numel() == distinct for _, v in sample):
         for (path, a), (_, e) in zip(sample, reference):
-            bad = disagree(a.reshape(-1), e, signed_zero=True)
+            bad = disagree(a.reshape(-1), e, signed_zero=SIGNED_ZERO)
             if bool(bad.any()):
                 wrong.append("the sample's shape")
                 report(f"the sample's shape {list(a.shape)}", path, a.reshape(-1), e, bad, lambda i: f"element {i}")
@@ -188,6 +189,7 @@ def script(finding: Finding, torch_version: str) -> str | None:
             f"COLUMNS = {lengths.COLUMNS}  # the transposed forms are LENGTH x COLUMNS, column-major",
             f"OFFSET = {layouts.OFFSET}  # a storage offset that breaks vector alignment",
             f"MAX_DISTINCT = {lengths.MAX_DISTINCT}",
+            f"SIGNED_ZERO = {detail.signed_zero!r}  # +0 against -0 disagrees (False: the op picks between tied zeros, either is right)",
         ]
         main, fixed = _TILES, "every element gives the same result at every length, offset and layout as alone"
     lines = parts.preamble(finding, call, torch_version, ("leaves", *elementwise.KIT), constants)

@@ -42,9 +42,11 @@ from ...judge.tolerance import table
 from ...judge.verdict import one_line
 from ...run import call, probe, tree
 from ...run.facts import of_references as facts_of
+from ...run.opclass import computation
 from ...run.imports import loaded
 from .batch import gradients, leaves, members, sample_of, unmapped, vmapped
 from .detail import BATCH, FILLS, FORWARD, GRAD, RANDOM, SEED_BASE, Detail, in_dims_source
+from . import orders
 from .float64 import near_float64, no_further_off, structural_zeros
 
 # At most this many tensors of a call get configurations of their own (batch dim last; not mapped over).
@@ -113,6 +115,7 @@ class Batch:
         if facts.repeated_writes:
             raise Skip("the call writes through repeated indices, whose order PyTorch leaves unspecified: a batch may order them otherwise")
         self.op = facts.op
+        self.pointwise = computation(refs.trace, subject.entry) == "pointwise"
         self.function_name = opinfo.public_name(subject.entry, "functional")
         try:
             forward = call.prepare(calls.plain(self.case), subject.function, subject.sample)
@@ -250,7 +253,7 @@ class Batch:
             if not cmp.compare(*pairs, tolerance=table, bitwise=True):
                 continue
             ctx = self.judged(key, b, sample, alone[b]).context
-            found = self.beyond(ctx, config, b, actual, expected)
+            found = self.beyond(ctx, config, b, actual, expected, (key, sample))
             if found:
                 return self.finding(config, b, found[0], actual, expected, ctx), ""
             d, g = _bit_differences(*pairs)
@@ -259,10 +262,13 @@ class Batch:
             return None, ""
         return None, f"{differ} element(s) {config.words}, " + (f"largest {largest:.3g}" if largest else "in the sign of a zero or a NaN's bits only")
 
-    def beyond(self, ctx: Context, config: Config, b: int, actual: dict, expected: dict) -> list[Mismatch]:
+    def beyond(self, ctx: Context, config: Config, b: int, actual: dict, expected: dict, at: tuple) -> list[Mismatch]:
         """Where sample ``b`` of the batch differs from the sample alone beyond the judge's rule, and not as the
-        op's own kernel does (vmap.float64); what is excused is noted."""
+        op's own kernel does (vmap.float64) nor as an overflow either side may give (vmap.orders); what is excused is noted."""
         found = ctx.differs(actual, expected, scale=2.0)
+        if not found:
+            return []
+        found = self._overflows(ctx, config, b, actual, expected, at)
         if not found:
             return []
         zeros = {p for p in structural_zeros(ctx) if no_further_off(actual.get(p), expected.get(p))}
@@ -278,6 +284,22 @@ class Batch:
             self.notes.append(f"sample {b} differs {config.words}, but {self.what()} alone gives other bits from call to call")
             return []
         return found
+
+    def _overflows(self, ctx: Context, config: Config, b: int, actual: dict, expected: dict, at: tuple) -> list[Mismatch]:
+        """``ctx.differs`` once the elements each side may give as an overflow (vmap.orders) stand for float64's value."""
+        key, sample = at
+        actual, by_formula = orders.documented(ctx, actual)
+        expected, by_formula_alone = orders.documented(ctx, expected)
+        by_order = 0
+        if self.mode == GRAD and self.pointwise:
+            actual, expected, by_order = orders.sum_orders(self, key, b, sample, ctx, actual, expected)
+        if by_formula + by_formula_alone:
+            self.notes.append(f"sample {b} {config.words}: {by_formula + by_formula_alone} element(s) overflow as the op's documented "
+                              "formula does, evaluated left to right in the dtype, where float64 is finite: judged as float64's value")
+        if by_order:
+            self.notes.append(f"sample {b} {config.words}: {by_order} gradient element(s) of a broadcast tensor are a sum whose terms "
+                              "add up past the dtype's range: an order of summation may overflow there, judged as float64's value where it is finite")
+        return ctx.differs(actual, expected, scale=2.0)
 
     def finding(self, config: Config, b: int, m: Mismatch, actual: dict, expected: dict, ctx: Context) -> Finding:
         short = Context.short_op(self.op)

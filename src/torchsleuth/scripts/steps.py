@@ -1,0 +1,133 @@
+"""The repro script of a crash in an oracle's own steps: the call under each setup an oracle gives it, least first.
+
+Design note. An oracle calls the op in ways a script of the plain call does
+not: with forward-mode AD (dual tensors), with reverse mode, and under a
+``TorchDispatchMode`` (torchsleuth's trace is one; so are ``FlopCounterMode``
+and ``DebugMode``). A crash there is PyTorch's (forward-mode AD of ``addcmul``
+with ``value != 1`` under any dispatch mode kills the process on torch 2.13)
+once a script of its own makes the same steps, and torchsleuth's own failure
+otherwise, which the script then says by exiting 0.
+
+The script rebuilds the call's tensors exactly and walks a ladder of steps
+(``steps``), each in a child process of its own so that a crash kills only
+the child: the call alone; forward mode and reverse mode with respect to each
+floating tensor; then the same under a dispatch mode that only passes each op
+on (``PassThrough``). The first step whose child dies is the least setup that
+crashes, the minimised repro, and the script prints it and exits 1; a step
+that raises is loud, not this bug, and the ladder goes on; none crashing
+exits 0. The functions below are real code copied into the script
+(``inspect.getsource``), as the repro kit's are.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..judge.records import Finding
+from . import kit, parts
+from .kit import leaves
+
+# A step's child still running after this many seconds hangs (a crash's other face).
+STEP_SECONDS = kit.HANG_SECONDS
+
+
+class PassThrough(TorchDispatchMode):
+    """A dispatch mode that passes every op on unchanged, as a tracer or a flop counter does."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def tensor_leaves(value):
+    """The tensors of a call's result."""
+    return [v for _, v in leaves(value) if isinstance(v, torch.Tensor)]
+
+
+def forward_mode(T, path):
+    """The call with ``T[path]`` a dual tensor (tangent all ones), each output's tangent read."""
+    fw = torch.autograd.forward_ad
+    with fw.dual_level():
+        dual = fw.make_dual(T[path].detach(), torch.ones_like(T[path]))
+        out = call({**{p: t.detach() for p, t in T.items()}, path: dual})  # noqa: F821 (the script's call)
+        return [fw.unpack_dual(o).tangent for o in tensor_leaves(out)]
+
+
+def reverse_mode(T, path):
+    """The gradient of the call's outputs (cotangents all ones) with respect to ``T[path]``."""
+    x = T[path].detach().requires_grad_(True)
+    outs = [o for o in tensor_leaves(call({**T, path: x})) if o.requires_grad]  # noqa: F821 (the script's call)
+    return torch.autograd.grad(outs, [x], [torch.ones_like(o) for o in outs], allow_unused=True) if outs else None
+
+
+def steps(T):
+    """(what the step does, the step): the call alone, then each derivative, then all of them under a dispatch mode."""
+    floating = [p for p, t in T.items() if t.is_floating_point() or t.is_complex()]
+    plain = [("the call", lambda: call(T))]  # noqa: F821 (the script's call)
+    plain += [(f"forward-mode AD with respect to {p}", lambda p=p: forward_mode(T, p)) for p in floating]
+    plain += [(f"reverse-mode AD with respect to {p}", lambda p=p: reverse_mode(T, p)) for p in floating]
+
+    def under_mode(step):
+        def run():
+            with PassThrough():
+                return step()
+        return run
+
+    return plain + [(f"{words}, under a TorchDispatchMode that passes every op on", under_mode(step)) for words, step in plain]
+
+
+MAIN = '''
+
+def main():
+    T = tensors()
+    ladder = steps(T)
+    chosen = os.environ.get("TORCHSLEUTH_REPRO_STEP")
+    if chosen is not None:  # a child: make one step
+        torch.manual_seed(CALL_SEED)
+        ladder[int(chosen)][1]()
+        return 0
+    print("torchsleuth repro: the call must not crash the process under the setups an oracle gives it")
+    print("call:", CALL)
+    describe(T)
+    for i, (words, _) in enumerate(ladder):
+        env = dict(os.environ, TORCHSLEUTH_REPRO_STEP=str(i))
+        try:
+            child = subprocess.run([sys.executable, __file__], env=env, timeout=STEP_SECONDS, capture_output=True, text=True)
+        except subprocess.TimeoutExpired:
+            print(f"step {i}: {words}: still running after {STEP_SECONDS} s")
+            print("BUG PRESENT: the least setup that hangs is step", i, "-", words + ":", SUMMARY)
+            return 1
+        if child.returncode == 2:  # raised: loud, so not this bug
+            print(f"step {i}: {words}: raises ({child.stderr.strip().splitlines()[-2] if child.stderr.strip() else ''})")
+            continue
+        if child.returncode != 0:
+            print(f"step {i}: {words}: the process died (exit status {child.returncode})")
+            print("BUG PRESENT: the least setup that crashes is step", i, "-", words + ":", SUMMARY)
+            return 1
+        print(f"step {i}: {words}: returns")
+    print("OK: no step crashes (where a sweep saw this crash, the crash was torchsleuth's own)")
+    return 0
+'''
+
+SOURCE = (PassThrough, tensor_leaves, forward_mode, reverse_mode, steps)
+
+
+def script(finding: Finding, torch_version: str, where: str) -> str:
+    """The ladder's script for a crash or hang in ``where`` (an oracle's own steps); the place it died when there is no call
+    to write out."""
+    call = parts.writable_call(finding)
+    if call is None:
+        return parts.died_in_steps(finding, torch_version, where)
+    constants = [f"CALL = {parts.call_source(call)!r}", f"STEP_SECONDS = {STEP_SECONDS!r}  # a step still running after this hangs"]
+    lines = parts.preamble(finding, call, torch_version, ("leaves",), constants, imports=("os", "subprocess"))
+    lines += ["", "from torch.utils._python_dispatch import TorchDispatchMode"]
+    lines += parts.function_lines(call) + parts.tensors_function(call)
+    lines += ["", "", "\n\n\n".join(_plain(inspect.getsource(f)) for f in SOURCE), MAIN.rstrip("\n")]
+    return "\n".join(lines + parts.data_block(call) + parts.footer())
+
+
+def _plain(source: str) -> str:
+    """A function's source without the lint notes that only make sense here."""
+    return source.rstrip("\n").replace("  # noqa: F821 (the script's call)", "")

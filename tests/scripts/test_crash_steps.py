@@ -1,0 +1,69 @@
+"""The script of a crash in an oracle's own steps (scripts.steps) reproduces it standalone, with the least setup it needs.
+
+torch 2.13: forward-mode AD of ``addcmul`` with ``value != 1`` kills the
+process under any ``TorchDispatchMode`` (torchsleuth's trace is one), and not
+without one. The autodiff oracle's crash finding gets a script that makes the
+call, then each derivative, then each under a pass-through dispatch mode, each
+in a child: it names the first step that crashes and exits 1; with ``value=1``
+nothing crashes and it exits 0.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zlib
+
+import pytest
+import torch
+
+from torchsleuth.cases.records import Case
+from torchsleuth.judge import calls
+from torchsleuth.report import repro
+from torchsleuth.run.records import CallSpec, TensorSpec
+
+CASE = "addcmul|functional|float32|cpu|s7|contiguous|@autodiff:forward"
+DIED = "the worker died of SIGSEGV at run/trace.py:124 __torch_dispatch__ < oracles/autodiff/oracle.py:185 call"
+
+
+def crash_finding(value: float):
+    tensors = []
+    for path, seed in (("input", 0), ("args[0]", 1), ("args[1]", 2)):
+        x = torch.randn(3, generator=torch.Generator().manual_seed(seed))
+        tensors.append(TensorSpec(path=path, shape=(3,), stride=(1,), storage_offset=0, storage_numel=3, dtype="float32", device="cpu",
+                                  layout="contiguous", data=zlib.compress(x.view(torch.uint8).numpy().tobytes())))
+    spec = CallSpec(function="torch.addcmul", args_src="T['input'], T['args[0]'], T['args[1]']", kwargs_src=f"value={value!r}",
+                    tensors=tuple(tensors), variant="functional")
+    return calls.finding(Case.parse(CASE), kind="crash", reference="isolation", op="addcmul", mismatch=None, call_spec=spec,
+                         summary=f"addcmul (functional) [float32] crashes on contiguous tensors in the autodiff oracle's case: {DIED}",
+                         detail=DIED)
+
+
+def run(text: str, tmp_path) -> subprocess.CompletedProcess:
+    path = tmp_path / "crash.py"
+    path.write_text(text)
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=600)
+
+
+def test_the_script_walks_the_steps_an_oracle_takes_each_in_a_child():
+    text = repro.script(crash_finding(2.0))
+    assert "No repro could be generated" not in text
+    assert "class PassThrough(TorchDispatchMode)" in text and "def forward_mode(T, path)" in text and "TORCHSLEUTH_REPRO_STEP" in text
+    assert "torch.addcmul(T['input'], T['args[0]'], T['args[1]'], value=2.0)" in text
+
+
+@pytest.mark.slow
+def test_forward_mode_addcmul_under_a_dispatch_mode_crashes_standalone_at_the_least_setup(tmp_path):
+    done = run(repro.script(crash_finding(2.0)), tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "step 1: forward-mode AD with respect to input: returns" in done.stdout  # without a mode: fine
+    assert "the call, under a TorchDispatchMode that passes every op on: returns" in done.stdout
+    assert ("BUG PRESENT: the least setup that crashes is step 8 - forward-mode AD with respect to input, under a TorchDispatchMode "
+            "that passes every op on") in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_without_the_crash_the_script_exits_0_and_says_whose_failure_it_was(tmp_path):
+    done = run(repro.script(crash_finding(1.0)), tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "OK: no step crashes (where a sweep saw this crash, the crash was torchsleuth's own)" in done.stdout
