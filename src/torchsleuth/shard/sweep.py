@@ -130,8 +130,10 @@ def unit_events(unit, config: ShardConfig, skip: frozenset[str] = frozenset(), o
 
 # The reason of a deep case left out when its part's share of the run's time budget was spent.
 SAMPLED = "not run: the pointed run's time budget was spent (sampled; --seconds 0 runs every case)"
-# Seconds a pointed run's shrink stage may take; the findings past it are reported as found.
+# Seconds a pointed run's shrink stage may take (the findings past it are reported as found), and its gloo
+# cross-check (mostly process starts: the cases past it are not cross-checked, and the run says so)
 SHRINK_SECONDS = 20.0
+GLOO_SECONDS = 20.0
 
 
 def part_seconds(config: ShardConfig) -> float:
@@ -186,7 +188,8 @@ def sweep(config: ShardConfig, *, db: str | Path, progress: Progress | None = No
                 shrink_run(frame.store, frame.run.id, frame.progress, groups=groups, real=real,
                            seconds=SHRINK_SECONDS if config.deep and config.seconds else None)
             if config.gloo and not real:
-                gloo.cross_check_run(config, frame.store, frame.run.id, frame.progress, groups)
+                gloo.cross_check_run(config, frame.store, frame.run.id, frame.progress, groups,
+                                     seconds=GLOO_SECONDS if config.deep and config.seconds else None)
     return frame.result
 
 
