@@ -146,3 +146,21 @@ def test_the_docs_example_repro_script_checks_in_its_default_mode_on_gloo_ranks_
     assert done.returncode == 1, done.stdout + done.stderr
     assert "LocalTensorMode cannot check it (AssertionError" in done.stdout and "running on 2 gloo processes" in done.stdout
     assert "BUG PRESENT (real process groups)" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_pointed_runs_gloo_cross_check_stops_at_its_budget_and_says_how_many_it_checked(tmp_path, monkeypatch):
+    from torchsleuth.cli.main import main
+    from torchsleuth.shard import sweep
+    from torchsleuth.store.sqlite import Store
+
+    monkeypatch.setattr(sweep, "GLOO_SECONDS", 0.001)  # spent by the first case (its group's start)
+    out = tmp_path / "out"
+    main(["shard", "--ops", "surface.mul_", "--mesh", "2,3", "--workers", "0", "--gloo", "4", "--no-shrink",
+          "--no-progress", "--out", str(out)])
+    store = Store(str(out / "runs.db"))
+    checked = [r for r in store.outcome_rows(1) if "@shard-gloo:" in r[0]]
+    notes = [detail for kind, detail in store.notes(1) if kind == "gloo"]
+    store.close()
+    assert len(checked) == 1 and checked[0][1] == "pass"
+    assert notes == ["gloo cross-check: 1 of 4 cases within the pointed run's budget (0.001 s; smallest meshes first)"]
