@@ -62,6 +62,25 @@ def no_rule(op):
     return propagation(patch)
 
 
+def scalars_read_replicated():
+    """``_local_scalar_dense`` through its registered replica-only rule: each rank reads the reduced value (the fix of
+    torch 2.13's Python numbers read from a Partial DTensor, which skip sharding propagation)."""
+    import torch
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor._dtensor_spec import DTensorSpec
+    from torch.distributed.tensor._op_schema import OpSchema, OutputSharding
+
+    def patch(schema, original):
+        if schema.op is not torch.ops.aten._local_scalar_dense.default:
+            return original(schema)
+        spec = schema.args_schema[0]
+        wanted = DTensorSpec(spec.mesh, (Replicate(),) * spec.mesh.ndim, tensor_meta=spec.tensor_meta)
+        return OutputSharding(None, redistribute_schema=OpSchema(schema.op, (wanted,), {}),
+                              needs_redistribute=spec.placements != wanted.placements)
+
+    return propagation(patch)
+
+
 _SPLIT_FACTOR_DROPPED = """\
 from torch.distributed.tensor._dtensor_spec import DTensorSpec
 from torch.distributed.tensor._sharding_prop import LocalLRUCache

@@ -38,7 +38,9 @@ depth (--depth): a run pointed at a few ops (--ops naming at most 8) goes
   makes, [Shard(d), Shard(e)], [Replicate, Shard(d)], [Shard(d),
   Partial(sum)], [Replicate, Partial]), and the first two arguments sharded
   together. One reduction (sum: about 2,000 cases, forward and backward,
-  every default mesh) takes about a minute on 2 cores. The catalog samples:
+  every default mesh) takes about a minute on 2 cores; an op whose cases
+  cost more (a convolution) runs an even sample of them within --seconds,
+  and the run says how many it ran. The catalog samples:
   --samples per op (most dims first) and --combinations placements each, and
   the run says so; point --ops at an op to go deep.
 
@@ -79,7 +81,7 @@ examples:
 
 
 def add_parser(commands) -> None:
-    from ..shard.cases import DEFAULT_COMBINATIONS, DEFAULT_DTYPES, DEFAULT_GLOO, DEFAULT_SAMPLES, DTYPES
+    from ..shard.cases import DEEP_SECONDS, DEFAULT_COMBINATIONS, DEFAULT_DTYPES, DEFAULT_GLOO, DEFAULT_SAMPLES, DTYPES
     from ..shard.placements import KINDS, MESHES
     from ..sweep import POINTED_OPS
 
@@ -98,6 +100,9 @@ def add_parser(commands) -> None:
     p.add_argument("--combinations", type=count, default=DEFAULT_COMBINATIONS, metavar="N",
                    help=f"cases per op, variant and sample, spread over the meshes and placements "
                         f"(default {DEFAULT_COMBINATIONS}; 0: every combination on every mesh)")
+    p.add_argument("--seconds", type=float, default=DEEP_SECONDS, metavar="S",
+                   help=f"deep depth: the matrix's time budget, in wall seconds on the workers (default {DEEP_SECONDS:g}); an op "
+                        "whose cases need more runs an even sample of them, and the run says how many (0: every case)")
     p.add_argument("--gloo", type=count, default=DEFAULT_GLOO, metavar="N",
                    help=f"cases cross-checked on real gloo process groups after the sweep (default {DEFAULT_GLOO}; 0: none)")
     p.add_argument("--backend", default="local", choices=("local", "gloo", "nccl"),
@@ -149,7 +154,7 @@ def run(args) -> int:
     outputs.check(out=out, json=args.json)
     imports = load(args.imports)
     config = ShardConfig(device=device, backend=args.backend, ops=ops, dtypes=dtypes, variants=variants, meshes=meshes,
-                         kinds=kinds, samples=args.samples, combinations=args.combinations, deep=_deep(args, ops),
+                         kinds=kinds, samples=args.samples, combinations=args.combinations, deep=_deep(args, ops), seconds=max(args.seconds, 0.0),
                          gloo=args.gloo if args.backend == "local" else 0, imports=imports, shrink=not args.no_shrink,
                          workers=args.workers if args.backend == "local" else 0)
     if args.list:

@@ -14,7 +14,9 @@ read an ops case:
     edits    the shrinker's edits of the sample (search.edits), as for ops
 
 A deep config (a run pointed at a few ops) plans targeted.py's cases: every
-placement that matters of the op's shardable samples; its units are split
+placement that matters of the op's shardable samples (an op that changes
+its argument in place also with every argument replicated: DTensor's fast
+path); its units are split
 in ``DEEP_PARTS`` parts (``Part``), so that one op spreads over the workers.
 Otherwise cases are planned per unit (op, dtype): per variant and sample
 (up to ``samples`` of them, those with most dims first), up to ``combinations``
@@ -33,6 +35,7 @@ import functools
 import hashlib
 import itertools
 import json
+import zlib
 from dataclasses import asdict, dataclass
 
 import torch
@@ -51,6 +54,8 @@ DEFAULT_COMBINATIONS = 6
 DEFAULT_GLOO = 16
 MAX_ELEMENTS = 4096
 DEEP_PARTS = 8  # a deep run's units per op and dtype (fixed, so that a run resumes whatever its --workers)
+# A pointed run's matrix: about this many seconds of wall time on its workers, whatever the ops cost (sweep.py samples)
+DEEP_SECONDS = 60.0
 ORACLE = "shard:"
 
 
@@ -76,10 +81,11 @@ class ShardConfig:
     timeout: float = 300.0  # seconds a case may take in a worker before it is a hang
     threads: int = 1
     deep: bool = False  # a run pointed at a few ops: targeted.py's plan of every placement that matters
+    seconds: float = DEEP_SECONDS  # a deep run's matrix budget in wall seconds (0: none; sweep.py samples within it)
 
     def key(self) -> str:
         fields = asdict(self)
-        for how in ("shrink", "workers", "timeout", "threads"):
+        for how in ("shrink", "workers", "timeout", "threads", "seconds"):
             fields.pop(how)
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -185,7 +191,10 @@ def plan(unit: Part | Unit, config: ShardConfig) -> list[Case]:
     """Every case of one unit (see the design note; a deep config: targeted.py's plan), or of its part."""
     found = _plan(unit, config)
     parts = getattr(unit, "parts", 1)
-    return found if parts == 1 else found[unit.part::parts]
+    if parts == 1:
+        return found
+    # a deep part in a spread order, so that the cases a time budget leaves room for are an even sample of them all
+    return sorted(found[unit.part::parts], key=lambda c: zlib.crc32(c.id.encode()))
 
 
 def _plan(unit: Part | Unit, config: ShardConfig) -> list[Case]:
@@ -250,9 +259,16 @@ def _deep(op: str, dtype: str, variant: str, affordable: list[int], samples, con
             mesh = placing.mesh(mesh_name)
             placed = [{path: p} for path, (shape, dt) in shapes.items() for p in targeted.one(shape, dt, mesh, config.kinds)]
             placed += targeted.together({p: shape for p, (shape, _) in shapes.items()}, mesh, config.kinds)
+            if mutates(op) and "replicate" in config.kinds:
+                placed.append({})  # every argument replicated: DTensor's fast path, where an in-place op keeps its spec
             found += [shard_case(op=op, variant=variant, dtype=dtype, device=config.device, sample=index, mesh=mesh.name,
                                  placed=where, edits=edits) for where in placed]
     return found
+
+
+def mutates(op: str) -> bool:
+    """Whether ``op`` changes its argument in place (the surface's in-place chains and in-place views)."""
+    return surface.is_surface(op) and surface.kind(op) in (surface.INPLACE, surface.VIEW)
 
 
 def _calls(op: str, sample) -> bool:

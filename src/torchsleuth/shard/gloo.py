@@ -68,13 +68,23 @@ def sample(store, run_id: int, count: int) -> list[Case]:
     return chosen[:count]
 
 
-def cross_check_run(config, store, run_id: int, progress=None, groups: Groups | None = None) -> None:
+def cross_check_run(config, store, run_id: int, progress=None, groups: Groups | None = None, seconds: float | None = None) -> None:
+    """The cross-check of a run; with ``seconds`` (a pointed run's budget) it stops when they are spent, and says so."""
     done = {r[0] for r in store.outcome_rows(run_id) if f"@{ORACLE}" in r[0]}
     cases = [c for c in sample(store, run_id, config.gloo) if checked(c).id not in done]
-    for i, outcome in enumerate(cross_check(cases, groups or Groups(imports=config.imports, case_seconds=config.timeout))):
+    deadline = time.monotonic() + seconds if seconds is not None else None
+    checks = cross_check(cases, groups or Groups(imports=config.imports, case_seconds=config.timeout))
+    made = 0
+    for outcome in checks:
         store.add(run_id, outcome)
+        made += 1
         if progress is not None:
-            progress.step("gloo cross-check", i + 1, len(cases))
+            progress.step("gloo cross-check", made, len(cases))
+        if deadline is not None and time.monotonic() > deadline and made < len(cases):
+            checks.close()  # its groups closed
+            store.note(run_id, "gloo", f"gloo cross-check: {made} of {len(cases)} cases within the pointed run's budget "
+                                       f"({seconds:g} s; smallest meshes first)")
+            break
 
 
 def cross_check(cases: list[Case], groups: Groups | None = None):

@@ -6,7 +6,11 @@ tensors. ``full_tensor()`` reconstructs through the placements the sharding
 rule claimed, so one comparison checks both that the values are right and
 that the claimed placement reconstructs them; comparing every rank, not
 one, catches a rule that claims Replicate where ranks hold different
-values. A wrong output is a ``sharding_mismatch`` (reference ``sharding``).
+values. A wrong output is a ``sharding_mismatch`` (reference ``sharding``);
+so is a result whose values are right but whose spec does not describe it (run.py's ``spec``: an
+in-place op that changed the shape and left the spec as it was), and a
+Python number the ranks read differently (each rank returns its own share:
+the summary says so, with each rank's number).
 
 Tolerance. A sharded op reduces in another order than the plain one (local
 sums, then a collective), and Partial inputs carry their shares' rounding.
@@ -98,6 +102,9 @@ def outcome(case: Case, ran: Ran, *, blame=None, seconds: float = 0.0, backend: 
                                       placed={p for p, _ in case.layouts}, ranks=shard_cases.mesh_of(case).ranks)
     else:
         wrong = mismatches(case, ran)
+    if not wrong and ran.facts.get("spec"):  # right values, a spec that does not describe them (run.spec_words)
+        path, how = ran.facts["spec"].split(": ", 1)
+        wrong = [([], Mismatch(path=path, attribute="spec", expected="a spec that describes the tensor", actual=how[:300]))]
     if not wrong:
         return Outcome(case=case, status="pass", seconds=seconds)
     steps = ran.steps
@@ -227,6 +234,19 @@ def sharding_finding(case: Case, ran: Ran, wrong, steps) -> Finding:
         if blamed:
             summary += f" First wrong rule: {blamed.words()}."
         return _sharding(case, ran, wrong, steps, op, summary, worst)
+    if worst.attribute == "spec":
+        summary = (f"{_op_words(case)} on a {mesh.name} mesh with {where}: after the call, the DTensor spec of {path} "
+                   f"({placing.words(claimed or '')}) no longer describes it: {worst.actual}. Its values gather right today; "
+                   "every later redistribution reads the spec.")
+        if blamed:
+            summary += f" First wrong rule: {blamed.words()}."
+        return _sharding(case, ran, wrong, steps, op, summary, worst)
+    shares = _shares(ran, path)
+    if shares:
+        summary = (f"{_op_words(case)} on a {mesh.name} mesh with {where}: ranks read different Python numbers from the "
+                   f"DTensor, each rank returns its own share ({shares}) where the single-device value is "
+                   f"{_scalar(ran.expected.get(path))}.")
+        return _sharding(case, ran, wrong, steps, op, summary, worst)
     if worst.attribute == "values":
         how = (f"{worst.mismatched} of {worst.numel} elements beyond tolerance, off by up to "
                f"{worst.max_abs_err:.3g} (allowed {worst.allowed:.3g} at the worst)")
@@ -238,6 +258,23 @@ def sharding_finding(case: Case, ran: Ran, wrong, steps) -> Finding:
     if blamed:
         summary += f" First wrong rule: {blamed.words()}."
     return _sharding(case, ran, wrong, steps, op, summary, worst)
+
+
+def _shares(ran: Ran, path: str) -> str:
+    """Each rank's number, where ``path`` is a Python number the ranks read differently ("" otherwise)."""
+    values = ran.actual.get(path) or []
+    if path not in ran.facts.get("numbers", ()) or len(values) < 2:
+        return ""
+    numbers = [_scalar(v) for v in values]
+    if len(set(numbers)) < 2:
+        return ""
+    return ", ".join(f"rank {r} {n}" for r, n in enumerate(numbers[:6])) + (", ..." if len(numbers) > 6 else "")
+
+
+def _scalar(value) -> str:
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return repr(value.item()) if value.dtype in (torch.bool, torch.int64, torch.int32) else f"{value.item():.6g}"
+    return repr(value)
 
 
 def _sharding(case: Case, ran: Ran, wrong, steps, op: str, summary: str, worst: Mismatch) -> Finding:

@@ -11,9 +11,11 @@ the mesh with ``LocalTensorMode`` in one process; launched with
 ``torchrun --nproc-per-node N`` (the header gives the command) it runs on
 real process groups (gloo on the CPU, NCCL for cuda), which is how a
 ``simulator_mismatch`` or ``roundtrip_mismatch`` is told from a DTensor
-bug. On a torch without LocalTensorMode (before 2.10) the plain run starts
-N gloo processes of its own (the script itself, ranks through a file
-store); DTensor's names come from ``torch.distributed._tensor`` on torch
+bug. On a torch without LocalTensorMode (before 2.10), or where the
+simulator refuses the case (ranks that read different Python numbers from
+a DTensor: LocalTensorMode's "Non Tensor or int rank results must be equal
+for all ranks"), the plain run starts N gloo processes of its own (the
+script itself, ranks through a file store) and checks there; DTensor's names come from ``torch.distributed._tensor`` on torch
 2.4. It prints the wrong and the right result and exits 1 while the bug is
 present, 0 once it is gone, 2 when it cannot check.
 """
@@ -90,8 +92,8 @@ def script(finding: Finding) -> str:
         f"#   finding    {' '.join(finding.summary.split())}",
         f"#   found with torch {torch.__version__}, torchsleuth {__version__}; case {finding.case_id}",
         "#",
-        f"# Simulated (LocalTensorMode, one process):   python {finding.id}.py   (without LocalTensorMode, before torch 2.10, "
-        f"it starts {mesh.ranks} gloo processes itself)",
+        f"# Simulated (LocalTensorMode, one process):   python {finding.id}.py   (where the simulator cannot check it, or "
+        f"before torch 2.10, it starts {mesh.ranks} gloo processes itself)",
         f"# Real process groups (gloo on the CPU):       torchrun --nproc-per-node {mesh.ranks} {finding.id}.py",
         f"# Real process groups (NCCL on {mesh.ranks} GPUs):         TORCHSLEUTH_DEVICE=cuda torchrun --nproc-per-node {mesh.ranks} {finding.id}.py",
         "# Exit status: 1 while the bug is present, 0 once it is gone, 2 when it cannot be checked.",
@@ -185,11 +187,12 @@ def results(T):
     return found
 
 
-def spawned(ranks):
+def spawned(ranks, why=""):
     """This script on `ranks` gloo processes of its own, as torchrun would run it: 1 if any rank sees the bug."""
     import subprocess
     import tempfile
-    print(f"torch {torch.__version__} has no LocalTensorMode: running on {ranks} gloo processes", flush=True)
+    why = why or f"torch {torch.__version__} has no LocalTensorMode"
+    print(f"{why}: running on {ranks} gloo processes", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         env = {**os.environ, "WORLD_SIZE": str(ranks), "TORCHSLEUTH_STORE": f"file://{folder}/store"}
         children = [subprocess.Popen([sys.executable, os.path.abspath(__file__)], env={**env, "RANK": str(r)}) for r in range(ranks)]
@@ -307,8 +310,15 @@ if __name__ == "__main__":
     try:
         code = main()
     except Exception as e:
-        print(f"cannot check: {type(e).__name__}: {e}")
-        code = 2
+        if "WORLD_SIZE" in os.environ:
+            print(f"cannot check: {type(e).__name__}: {e}")
+            code = 2
+        else:  # the simulator refused (ranks reading different numbers, say): real ranks of its own instead
+            ranks = 1
+            for size in MESH:
+                ranks *= size
+            words = " ".join(str(e).split())[:200]
+            code = spawned(ranks, f"LocalTensorMode cannot check it ({type(e).__name__}: {words})")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # a gloo rank's C++ teardown at interpreter exit can abort it after its work is done

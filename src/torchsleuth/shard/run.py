@@ -21,6 +21,20 @@ Design note. A case is run twice, in the same world (world.py):
 If the op runs but ``full_tensor()`` of a result raises, the placement the
 rule claimed does not describe the local values (a claimed Shard whose
 local tensors are whole Partial ones): status ``claim``, judged wrong.
+Nor is a result judged by its values alone: its spec must describe it
+(``spec_words``: the global shape the plain op gives, the wrapper's shape
+and strides, each rank's local shape under its placements), or the case is
+judged wrong where its values are right (``facts["spec"]``): an in-place op that changes shape or strides
+(``squeeze_``) and leaves the old spec gathers right values today and goes
+wrong at the next redistribution.
+
+Python numbers read from a DTensor (``item()``, ``float()``, ``bool()``)
+are judged as 0-d tensors (a float in the case's dtype). Where simulated
+ranks read different numbers (world.reads), each rank's is the result when
+the result is those numbers (``x.sum().item()`` of a Partial ``x``: each
+rank returns its own share); where a later result depends on them, the
+simulator cannot follow each rank, and the case is a skip it says is the
+simulator's (``simulator_failure``), which a sweep reruns on real gloo ranks.
 
 What DTensor raises is classified from its own words: a rule that does not
 exist or refuses (``NotImplementedError``, "not supported", "does not have
@@ -49,6 +63,7 @@ from ..judge import compare as cmp
 from ..judge.tolerance import table
 from ..run import tree
 from . import cases as shard_cases, composites, placements as placing, split, support, surface
+from .results import PerRank, is_number, number, number_dtype, rank_numbers, spec_words, spec_wrong
 
 UNSUPPORTED = re.compile(
     r"sharding strategy|sharding propagation|not supported|not implemented|does not support|doesn't support|"
@@ -80,7 +95,8 @@ class Ran:
     "claim": the op ran, but gathering one of its results through the
     placements its rule claimed raised; on real process groups the same
     gather may not raise but silently give a wrong tensor, so it is judged
-    as a wrong result (judge.py).
+    as a wrong result (judge.py). ``facts["spec"]``: how a result's spec
+    fails to describe it (``spec_words``), judged wrong where its values are right.
     """
 
     status: str
@@ -140,18 +156,37 @@ def run(case: Case, world, *, blame: bool = False) -> Ran:
             sharded_args, sharded_kwargs = tree.replace_call(args, kwargs, dtensors)
             trace = _Trace(world, blame)
             try:
-                with trace:
+                with trace, world.reads() as differing:
                     out = function(*sharded_args, **sharded_kwargs)
                 results = _leaves(out)
                 if backward:
                     results.update(_gradients(sample, out, dtensors, grad_paths, world))
             except Exception as e:
                 steps = list(trace.steps)
+                if simulator_failure(e, world):
+                    return Ran(status="skip", reason=f"LocalTensorMode refuses to go on: {line(e)} (a simulator limitation, "
+                               "not judged here)", facts={**facts, "simulator_failure": True})
                 status = "unsupported" if isinstance(e, NotImplementedError) or UNSUPPORTED.search(str(e)) else "raised"
                 return Ran(status=status, reason=line(e), steps=tuple(steps), facts=facts)
             steps = list(trace.steps)
+            if differing:  # ranks read different numbers: judged here only where the result is those numbers
+                read = rank_numbers(results, differing, mesh.ranks, number_dtype(tensors))
+                if read is None:
+                    first = ", ".join(f"rank {r} {v!r}" for r, v in list(differing[0].items())[:4])
+                    return Ran(status="skip", reason=f"ranks read different Python numbers from a DTensor ({first}) and go "
+                               "on with them; LocalTensorMode goes on with one rank's (a simulator limitation, not judged "
+                               "here)", facts={**facts, "simulator_failure": True})
+                results = {**results, **read}
+            facts["numbers"] = tuple(p for p, v in results.items() if is_number(v) or isinstance(v, PerRank))
+            facts["spec"] = spec_wrong(results, expected, world)  # judged where the values are right (judge.py)
             actual, claimed = {}, {}
             for path, value in results.items():
+                if isinstance(value, PerRank):
+                    actual[path] = value.values
+                    continue
+                if is_number(value):
+                    with world.disabled():
+                        value = number(value, number_dtype(tensors))
                 if _is_dtensor(value):
                     claimed[path] = placing.text(value.placements)
                     try:
@@ -164,7 +199,7 @@ def run(case: Case, world, *, blame: bool = False) -> Ran:
                         return Ran(status="claim", reason=f"{path}: full_tensor() through the claimed placements raises {line(e)}",
                                    expected=expected, claimed=claimed, steps=tuple(steps), facts=facts)
                 actual[path] = value
-            actual = {p: _visible(v, world) for p, v in actual.items()}
+            actual = {p: v if isinstance(results[p], PerRank) else _visible(v, world) for p, v in actual.items()}
     except Exception as e:  # redistributing the result raised: loud
         return Ran(status="raised", reason=line(e), steps=tuple(steps), facts=facts)
     return Ran(status="ran", expected=expected, actual=actual, claimed=claimed, steps=tuple(steps), facts=facts)
@@ -223,9 +258,15 @@ def simulator_failure(e: BaseException, world) -> bool:
     would answer (torch 2.13: ``_MaskPartial``'s reduction, embedding's
     result, raises ``'LocalIntNode' object has no attribute 'guard_int'``)
     fails in the simulator only. On real process groups there are no such
-    ints, and the same gather is right (bench/shard.md).
+    ints, and the same gather is right (bench/shard.md). Nor can it go on
+    where ranks compute different Python values ("Non Tensor or int rank
+    results must be equal for all ranks"): on real ranks each goes on with
+    its own, which is for the judge to see there.
     """
-    return not world.real and isinstance(e, AttributeError) and bool(re.search(r"LocalIntNode|SymNode", str(e)))
+    if world.real:
+        return False
+    return ((isinstance(e, AttributeError) and bool(re.search(r"LocalIntNode|SymNode", str(e))))
+            or (isinstance(e, AssertionError) and "rank results must be equal for all ranks" in str(e)))
 
 
 def _compute(function, sample, args, kwargs, tensors, grad_paths, device, watch=None) -> dict:
@@ -234,7 +275,8 @@ def _compute(function, sample, args, kwargs, tensors, grad_paths, device, watch=
     call_args, call_kwargs = tree.replace_call(args, kwargs, leaves)
     with watch if watch is not None else contextlib.nullcontext():
         out = function(*call_args, **call_kwargs)
-    found = {p: _cpu(v) for p, v in _leaves(out).items()}
+    like = number_dtype(tensors)
+    found = {p: number(v, like) if is_number(v) else _cpu(v) for p, v in _leaves(out).items()}
     if grad_paths:
         outs = [v for _, v in tree.output_leaves(sample.output_process_fn_grad(out)) if isinstance(v, torch.Tensor) and v.requires_grad]
         if outs:
@@ -338,6 +380,10 @@ class _Trace(TorchDispatchMode):
         out = func(*args, **kwargs)
         outs = [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, DTensor)]
         wrong = self._check(outs, reference) if reference is not None else ""
+        if not wrong and outs and torch.Tag.inplace_view in getattr(func, "tags", ()):
+            # an in-place view (squeeze_, t_, ...) changes self's shape or strides: its spec must follow
+            wrong = spec_words(outs[0], self.world)
+            wrong = f"self's spec left stale: {wrong}" if wrong else ""
         self.steps.append(Step(op=str(func), inputs=tuple(before), outputs=tuple(placing.text(o.placements) for o in outs), wrong=wrong))
         return out
 

@@ -23,14 +23,12 @@ rank's ``full_tensor()`` of every result against the plain call):
   ``clone()`` would replicate a Partial one): on real process groups a
   Replicate or Shard(0) local tensor shares storage with the sample it was
   distributed from, which an in-place op would change for later cases.
-* ``scalar``: a Python number read from a DTensor. The number is judged as
-  a 0-d tensor of the case's dtype (bool and int as themselves), so the
-  judge's rounding allowance applies to ``float(x.sum())`` as to a sum.
-  Ranks that read different numbers are the bug itself: LocalTensorMode
-  refuses to combine them (an AssertionError; for bools a per-rank int
-  ``bool()`` cannot use), so here each rank's value is kept and judged per
-  rank, as real process groups would see them, and rank 0's goes on (each
-  chain returns the value it reads). Forward.
+* ``scalar``: a Python number read from a DTensor, returned as it is read.
+  run.py judges it as a 0-d tensor of the case's dtype (bool and int as
+  themselves), so the judge's rounding allowance applies to
+  ``float(x.sum())`` as to a sum. Ranks that read different numbers are the
+  bug itself: LocalTensorMode refuses to combine them, so run.py keeps each
+  rank's (world.reads), as real process groups see them. Forward.
 * ``number``: arithmetic with Python numbers and 0-d tensors, forward and
   backward; ``compare`` (bool results): forward.
 * ``like``: factories from a DTensor; ``empty_like``'s values are not
@@ -41,10 +39,8 @@ rank's ``full_tensor()`` of every result against the plain call):
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
-import sys
 import warnings
 
 import torch
@@ -91,6 +87,8 @@ CHAINS = {
     "bool_any": (SCALAR, "lambda x: bool((x > 1.5).any())"),
     "bool_all": (SCALAR, "lambda x: bool((x > -1.5).all())"),
     "int_argmax": (SCALAR, "lambda x: int(x.argmax())"),
+    # a number read, then used: each rank goes on with its own (judged on gloo ranks: the simulator cannot follow)
+    "div_item": (NUMBER, "lambda x: x / x.sum().item()"),
     # numbers and 0-d tensors
     "add_number": (NUMBER, "lambda x: x + 2.5"),
     "rsub_number": (NUMBER, "lambda x: 2.5 - x"),
@@ -164,8 +162,6 @@ def function(op: str):
         return _quiet_random(chain)
     if kind(op) in (INPLACE, VIEW):
         return functools.wraps(chain)(lambda *args: chain(*(_fresh(a) for a in args)))
-    if kind(op) == SCALAR:
-        return _scalars(chain)
     return chain
 
 
@@ -206,69 +202,3 @@ def _fresh(t: torch.Tensor) -> torch.Tensor:
         return t.clone()
     return DTensor.from_local(t.to_local().clone(), t.device_mesh, t.placements, run_check=False, shape=t.shape,
                               stride=t.stride())
-
-
-# --- Python scalars ------------------------------------------------------------------------
-
-
-def _scalars(chain):
-    """``chain``, its Python result as a tensor; where ranks read different values, those values, per rank."""
-
-    @functools.wraps(chain)
-    def call(*args):
-        dtype = args[0].dtype
-        with _rank_reads() as differing:
-            out = chain(*args)
-        if differing:  # the chain's result is the value it read last (each chain here returns what it reads)
-            return _per_rank(differing[-1], dtype)
-        return _tensor(out, dtype)
-
-    return call
-
-
-def _tensor(value, dtype: torch.dtype) -> torch.Tensor:
-    if isinstance(value, bool):
-        return torch.tensor(value)
-    if isinstance(value, int):
-        return torch.tensor(value, dtype=torch.int64)
-    return torch.tensor(value, dtype=dtype)
-
-
-def _per_rank(values: dict, dtype: torch.dtype):
-    mode = sys.modules["torch.distributed._local_tensor"].enabled_local_tensor_mode()
-    return mode.rank_map(lambda rank: _tensor(values[rank], dtype))
-
-
-@contextlib.contextmanager
-def _rank_reads():
-    """LocalTensorMode, where ranks read different Python values: the list of those reads, and rank 0's value goes on.
-
-    Each rank's ``_local_scalar_dense`` (what ``item()``, ``float()``,
-    ``bool()`` and ``int()`` run) is read on its own; where they differ,
-    LocalTensorMode would raise (an AssertionError for floats, a per-rank
-    int that ``bool()`` cannot use for ints and bools), while on real process
-    groups each rank simply goes on with its own. Here rank 0's goes on, and
-    every rank's is kept.
-    """
-    module = sys.modules.get("torch.distributed._local_tensor")
-    original = getattr(module, "_for_each_rank_run_func", None)
-    differing: list[dict] = []
-    if original is None:  # no LocalTensorMode in this torch, or one without that function: unchanged
-        yield differing
-        return
-    read = torch.ops.aten._local_scalar_dense.default
-
-    def for_each_rank(func, ranks, args, kwargs, **how):
-        if func is not read:
-            return original(func, ranks, args, kwargs, **how)
-        values = {rank: original(func, frozenset({rank}), args, kwargs, **how) for rank in sorted(ranks)}
-        first = values[min(values)]
-        if any(v != first for v in values.values()):
-            differing.append(values)
-        return first
-
-    module._for_each_rank_run_func = for_each_rank
-    try:
-        yield differing
-    finally:
-        module._for_each_rank_run_func = original

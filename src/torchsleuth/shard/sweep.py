@@ -48,7 +48,8 @@ from pathlib import Path
 
 from ..cases.records import Case
 from ..judge.records import Outcome
-from ..report import outputs
+from ..report import groups as groups_of, outputs
+from ..shrink.records import Shrunk
 from ..run.imports import load_imports
 from ..workers.records import Settings, Work
 from ..workers.pool import Pool
@@ -106,16 +107,41 @@ _UNSUPPORTED: dict[tuple, str] = {}
 
 
 def unit_events(unit, config: ShardConfig, skip: frozenset[str] = frozenset(), only: str | None = None):
-    """A unit's cases run and judged: ``("begin", id)`` before each, ``("outcome", Outcome)`` after (workers.pool's protocol)."""
+    """A unit's cases run and judged: ``("begin", id)`` before each, ``("outcome", Outcome)`` after (workers.pool's protocol).
+
+    A deep part runs its cases (in plan's spread order) until its share of the run's budget (``part_seconds``) is
+    spent; the rest are skips that say so (``SAMPLED``), and the run's note counts them.
+    """
     if not getattr(unit_events, "ready", False):  # once per process
         quiet_dtensor()
         load_imports(config.imports)
         unit_events.ready = True
+    seconds = part_seconds(config) if only is None and getattr(unit, "parts", 1) > 1 else 0.0
+    deadline = time.monotonic() + seconds if seconds else None
     for case in shard_cases.plan(unit, config):
         if case.id in skip or (only is not None and case.id != only):
             continue
         yield "begin", case.id
+        if deadline is not None and time.monotonic() > deadline:
+            yield "outcome", Outcome(case=case, status="skip", reason=SAMPLED)
+            continue
         yield "outcome", _learnt(case) or _learn(run_case(case, recheck=True))
+
+
+# The reason of a deep case left out when its part's share of the run's time budget was spent.
+SAMPLED = "not run: the pointed run's time budget was spent (sampled; --seconds 0 runs every case)"
+# Seconds a pointed run's shrink stage may take (the findings past it are reported as found), and its gloo
+# cross-check (mostly process starts: the cases past it are not cross-checked, and the run says so)
+SHRINK_SECONDS = 20.0
+GLOO_SECONDS = 20.0
+
+
+def part_seconds(config: ShardConfig) -> float:
+    """A deep part's share of the run's budget: ``config.seconds`` of wall time on the workers, over every part."""
+    if not config.deep or not config.seconds:
+        return 0.0
+    parts = len(config.ops or shard_cases.all_ops()) * len(config.dtypes) * shard_cases.DEEP_PARTS
+    return config.seconds * max(config.workers, 1) / max(parts, 1)
 
 
 def _learnt(case: Case) -> Outcome | None:
@@ -156,11 +182,14 @@ def sweep(config: ShardConfig, *, db: str | Path, progress: Progress | None = No
                 _matrix_on_ranks(config, frame, todo, groups)
             else:
                 _matrix(config, frame, todo)
+                note_sampled(frame)
                 recheck_run(frame, groups)
             if config.shrink:
-                shrink_run(frame.store, frame.run.id, frame.progress, groups=groups, real=real)
+                shrink_run(frame.store, frame.run.id, frame.progress, groups=groups, real=real,
+                           seconds=SHRINK_SECONDS if config.deep and config.seconds else None)
             if config.gloo and not real:
-                gloo.cross_check_run(config, frame.store, frame.run.id, frame.progress, groups)
+                gloo.cross_check_run(config, frame.store, frame.run.id, frame.progress, groups,
+                                     seconds=GLOO_SECONDS if config.deep and config.seconds else None)
     return frame.result
 
 
@@ -186,6 +215,22 @@ def note_lacking(frame: Frame, config: ShardConfig) -> None:
     for kind, line in lines:
         if line not in said:
             frame.note(kind, line)
+
+
+def note_sampled(frame: Frame) -> None:
+    """How many of each op's planned cases the time budget left room for, said once per op (``SAMPLED``)."""
+    planned: dict[str, list[int]] = {}
+    for case_id, status, reason, *_ in frame.store.outcome_rows(frame.run.id):
+        if "@shard:" in case_id:
+            counts = planned.setdefault(case_id.split("|", 1)[0], [0, 0])
+            counts[0] += 1
+            counts[1] += reason == SAMPLED
+    said = {detail for _, detail in frame.store.notes(frame.run.id)}
+    for op, (total, left) in sorted(planned.items()):
+        line = (f"{op}: {total - left:,} of {total:,} planned cases run, an even sample within the pointed run's time "
+                f"budget; the other {left:,} not run (--seconds 0 runs every case)")
+        if left and line not in said:
+            frame.note("sampled", line)
 
 
 def _matrix_on_ranks(config: ShardConfig, frame: Frame, todo: list, groups: Groups) -> None:
@@ -236,17 +281,30 @@ def _rechecked(case: Case, groups: Groups) -> Outcome:
     return dataclasses.replace(outcome, findings=(finding, *outcome.findings))
 
 
-def shrink_run(store: Store, run_id: int, progress=None, *, groups: Groups | None = None, real: bool = False) -> None:
+def shrink_run(store: Store, run_id: int, progress=None, *, groups: Groups | None = None, real: bool = False,
+               seconds: float | None = None) -> None:
     """Shrink every finding of the run not shrunk yet; each result stored at once (a kill resumes here).
 
-    A finding made on gloo ranks (``real``, or a recheck's) is shrunk there, on ``groups``.
+    A finding made on gloo ranks (``real``, or a recheck's) is shrunk there, on ``groups``. With ``seconds`` (a
+    pointed run's budget), one finding of each group goes first, and those left when it is spent are kept as found.
     """
     done = store.shrunk(run_id)
     todo = [f for f in store.findings(run_id) if f.id not in done and f.kind == "sharding_mismatch"]
+    if seconds is not None:
+        seen: set = set()
+        firsts = [f for f in todo if not (groups_of.key(f) in seen or seen.add(groups_of.key(f)))]
+        todo = firsts + [f for f in todo if f not in firsts]
+    deadline = time.monotonic() + seconds if seconds is not None else None
     with Groups() if groups is None else contextlib.nullcontext(groups) as ranks:
         for i, finding in enumerate(todo):
+            left = deadline - time.monotonic() if deadline is not None else shrinking.MAX_SECONDS
+            if left <= 0:
+                store.add_shrunk(run_id, Shrunk(finding=finding.id, status="kept", case_id=finding.case_id,
+                                                reason=f"not shrunk: the pointed run's shrink budget ({seconds:g} s) was spent"))
+                continue
             on_gloo = real or f"@{gloo.ORACLE}" in finding.case_id
-            store.add_shrunk(run_id, shrinking.shrink(finding, functools.partial(real_case, groups=ranks) if on_gloo else run_case))
+            store.add_shrunk(run_id, shrinking.shrink(finding, functools.partial(real_case, groups=ranks) if on_gloo else run_case,
+                                                      max_seconds=min(left, shrinking.MAX_SECONDS)))
             if progress is not None:
                 progress.step("shrinking", i + 1, len(todo))
 

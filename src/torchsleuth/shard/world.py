@@ -14,7 +14,11 @@ interface, and runs unchanged on both:
 ``values(t)`` gives every rank's value of a result this world can see
 (all of them simulated; this rank's, real); ``adjust(local, f)`` rewrites each
 rank's local value as ``f(coordinate, value)``: how Partial inputs are made
-(split.py) in both worlds alike. ``DeviceMesh`` objects are made once per
+(split.py) in both worlds alike; ``reads()`` records the Python numbers
+ranks read from DTensors (``item()``, ``float()``, ``bool()``: aten's
+``_local_scalar_dense``), where simulated ranks read different ones (on real
+process groups each rank reads its own, and there is nothing to record).
+``DeviceMesh`` objects are made once per
 shape and kept: the first costs most of a second (simulated), or a
 collective that makes the sub-groups of a 2-D mesh (real: every rank makes
 its meshes in the same order, as it runs the same cases).
@@ -23,6 +27,7 @@ its meshes in the same order, as it runs the same cases).
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import torch
 
@@ -100,6 +105,40 @@ class Simulated:
     def disabled(self):
         return self.mode.disable()
 
+    @contextlib.contextmanager
+    def reads(self):
+        """The Python numbers read in this context on which ranks differ, in order: ``{rank: value}`` each.
+
+        Each rank's ``_local_scalar_dense`` is run on its own; where they
+        differ, LocalTensorMode would refuse ("Non Tensor or int rank results
+        must be equal for all ranks", or a per-rank int that ``bool()`` cannot
+        use), while on real process groups each rank goes on with its own
+        number: the silent bug. Here rank 0's goes on, and every rank's is
+        kept for the judge.
+        """
+        module = sys.modules.get("torch.distributed._local_tensor")
+        original = getattr(module, "_for_each_rank_run_func", None)
+        differing: list[dict] = []
+        if original is None:  # a LocalTensorMode without that function: unchanged
+            yield differing
+            return
+        read = torch.ops.aten._local_scalar_dense.default
+
+        def for_each_rank(func, ranks, args, kwargs, **how):
+            if func is not read:
+                return original(func, ranks, args, kwargs, **how)
+            values = {rank: original(func, frozenset({rank}), args, kwargs, **how) for rank in sorted(ranks)}
+            first = values[min(values)]
+            if any(v != first and not (v != v and first != first) for v in values.values()):  # NaN on every rank is one value
+                differing.append(values)
+            return first
+
+        module._for_each_rank_run_func = for_each_rank
+        try:
+            yield differing
+        finally:
+            module._for_each_rank_run_func = original
+
 
 class Real:
     """This process as one rank of the initialized default process group, on a mesh of all its ranks."""
@@ -132,3 +171,7 @@ class Real:
 
     def disabled(self):
         return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def reads(self):
+        yield []  # each rank reads its own number: nothing differs within this process
