@@ -115,7 +115,7 @@ def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
     targets = [path for path, t in tensors.items() if _eligible(t, wanted, kind)]
     if not targets:
         return []
-    grown = _growth(kind, tensors)
+    grown = growth(kind, tensors)
     names = [name for name in value_sets.names(wanted) if _fits(name, kind, variant, wanted)]
     planned = [(*grown, *(special(path, name, i) for i, path in enumerate(targets))) for name in names]
     if len(targets) > 1 and "extreme" in names:
@@ -141,7 +141,13 @@ def apply(sample, rest: str, *, op: str = ""):
 
 def filled(t: torch.Tensor, name: str, rotation: int = 0) -> torch.Tensor:
     """A fresh contiguous tensor of ``t``'s shape and dtype holding set ``name`` as a cycle from ``rotation``."""
-    values = list(value_sets.values(name, t.dtype))
+    return cycle(t, value_sets.values(name, t.dtype), rotation)
+
+
+def cycle(t: torch.Tensor, values, rotation: int = 0) -> torch.Tensor:
+    """A fresh contiguous tensor of ``t``'s shape and dtype holding ``values`` (at most value_sets.MAX_SET, each held
+    by the dtype) as an odd cycle from ``rotation``: the placement every value search shares."""
+    values = list(values)
     if len(values) % 2 == 0:
         values.append(values[0])  # an odd cycle: coprime with every vector width
     index = (torch.arange(t.numel()) + rotation) % len(values)
@@ -193,7 +199,7 @@ def op_kind(op: str) -> str:
     return "pointwise" if torch.Tag.pointwise in tags else ""
 
 
-def _growth(kind: str, tensors: dict) -> tuple[str, ...]:
+def growth(kind: str, tensors: dict) -> tuple[str, ...]:
     """The ``dim:`` edits that give the call a vector body and a full scalar tail (see the design note); () for none."""
     dimensioned = {path: t for path, t in tensors.items() if t.dim() > 0}
     if not dimensioned:
