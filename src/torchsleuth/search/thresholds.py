@@ -105,18 +105,12 @@ def set_values(op: str, name: str, dtype: torch.dtype) -> tuple[float, ...]:
 
 def apply(sample, rest: str, *, op: str = ""):
     """``sample`` with the edit ``edge:REST`` made: tensor PATH holds the set's values in a cycle."""
-    target, _, chosen = rest.rpartition("=")
-    name, _, rotation = chosen.partition("@")
-    found = tree.sample_tensors(sample)
-    if target not in found:
-        raise UsageError(f"no tensor {target!r} in the sample for {VERB}:{rest}; its tensors: {', '.join(found) or 'none'}")
-    if rotation and not rotation.isdigit():
-        raise UsageError(f"the rotation in {VERB}:{rest} must be a whole number ({FORM})")
+    target, name, rotation, found = values.read_edit(VERB, rest, sample)
     dtype = found[target].dtype
     held = set_values(op, name, dtype) if dtype.is_floating_point else ()
     if not held:
         raise UsageError(f"{op or 'this op'} has no set {name!r} in {dtype} for {VERB}:{rest}")
-    return tree.map_sample_tensors(sample, lambda path, t: values.cycle(t, held, int(rotation or 0)) if path == target else t)
+    return tree.map_sample_tensors(sample, lambda path, t: values.cycle(t, held, rotation) if path == target else t)
 
 
 SEARCH = Search(name="thresholds", description=DESCRIPTION, edits="one tensor's values (two: a quotient and its divisor)", order=15,

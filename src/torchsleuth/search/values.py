@@ -126,17 +126,24 @@ def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
 
 def apply(sample, rest: str, *, op: str = ""):
     """``sample`` with the edit ``special:REST`` made: tensor PATH holds the set's values in a cycle."""
+    target, name, rotation, found = read_edit(VERB, rest, sample)
+    allowed = value_sets.names(found[target].dtype)
+    if name not in allowed:
+        raise UsageError(f"unknown special set {name!r} for a {found[target].dtype} tensor in special:{rest}; allowed: {', '.join(allowed)}")
+    return tree.map_sample_tensors(sample, lambda path, t: filled(t, name, rotation) if path == target else t)
+
+
+def read_edit(verb: str, rest: str, sample) -> tuple[str, str, int, dict]:
+    """``PATH=SET[@K]`` of the edit ``VERB:REST`` read: the path (a tensor of ``sample``), the set's name, the
+    rotation, and the sample's tensors by path."""
     target, _, chosen = rest.rpartition("=")
     name, _, rotation = chosen.partition("@")
     found = tree.sample_tensors(sample)
     if target not in found:
-        raise UsageError(f"no tensor {target!r} in the sample for special:{rest}; its tensors: {', '.join(found) or 'none'}")
-    allowed = value_sets.names(found[target].dtype)
-    if name not in allowed:
-        raise UsageError(f"unknown special set {name!r} for a {found[target].dtype} tensor in special:{rest}; allowed: {', '.join(allowed)}")
+        raise UsageError(f"no tensor {target!r} in the sample for {verb}:{rest}; its tensors: {', '.join(found) or 'none'}")
     if rotation and not rotation.isdigit():
-        raise UsageError(f"the rotation in special:{rest} must be a whole number (special:PATH=SET@K)")
-    return tree.map_sample_tensors(sample, lambda path, t: filled(t, name, int(rotation or 0)) if path == target else t)
+        raise UsageError(f"the rotation in {verb}:{rest} must be a whole number ({verb}:PATH=SET@K)")
+    return target, name, int(rotation or 0), found
 
 
 def filled(t: torch.Tensor, name: str, rotation: int = 0) -> torch.Tensor:
