@@ -115,6 +115,7 @@ def test_plan_and_apply():
     assert not thresholds.plan("remainder", "backward", "float32", sample)  # rounding sets: forward only
     sinh = samples_of("sinh", "float32")[0]
     assert not any("same" in e[-1] for e in thresholds.plan("sinh", "inplace", "float32", sinh))
+    assert not any("unit" in e[-1] for e in thresholds.plan("tanh", "backward", "float16", samples_of("tanh", "float16")[0]))
     edited = thresholds.apply(sinh, "input=overflow.2@1", op="sinh")
     values = edges.sets("sinh", torch.float32)["overflow.2"]
     cycle = (*values, values[0]) if len(values) % 2 == 0 else values
