@@ -24,8 +24,8 @@ SHIFT = 2.0 ** -16
 
 def exp_through_a_shifted_intermediate(x: torch.Tensor) -> torch.Tensor:
     """float32 exp as exp(x + h) * exp(-h), h = 2**-16 (a shift that lets a kernel share a table): the intermediate
-    exp(x + h), rounded to float32, overflows for the two numbers just below exp's threshold (88.72283), whose exact
-    exp still fits. Elsewhere it is right to a unit."""
+    exp(x + h), rounded to float32, overflows for the two numbers just below exp's threshold (88.72282 and 88.72283),
+    whose exact exp still fits. Elsewhere it is right to a unit."""
     right = torch.special.expm1(x.double()) + 1  # no call to aten::exp
     if x.dtype != torch.float32:
         return right.to(x.dtype)
@@ -72,17 +72,18 @@ def test_the_window_is_where_the_values_search_has_no_value():
     assert not any(min(window) <= v <= max(window) for v in special if math.isfinite(v))
 
 
-@pytest.mark.parametrize("op, dtype, lowest, highest", [("sinh", torch.float32, 89.41596, 89.41601), ("exp", torch.float16, 11.07, 11.11),
+@pytest.mark.parametrize("op, dtype, lowest, highest", [("sinh", torch.float32, 89.41596, 89.41601), ("exp", torch.float16, 11.06, 11.11),
                                                          ("lgamma", torch.float32, 4.08e36, 4.09e36)])
 def test_the_overflow_threshold_is_bisected_to_the_dtype_s_own_numbers(op, dtype, lowest, highest):
     points = edges.sets(op, dtype)["overflow" if op != "sinh" else "overflow.2"]
     assert len(points) == 2 * edges.SIDE and all(lowest <= p <= highest for p in points)
     fn, info = edges.FUNCTIONS[op].fn, torch.finfo(dtype)
-    below, above = points[edges.SIDE - 1], points[edges.SIDE]  # the last number whose exact result fits, the first past
-    assert edges.key(above, dtype) == edges.key(below, dtype) + 1
+    below, above = points[edges.SIDE - 1], points[edges.SIDE]  # the fitting side's nearest kept, the first past
+    assert edges.key(above, dtype) == edges.key(below, dtype) + 2  # the last that fits, between them, is left out
+    last = edges.value(edges.key(below, dtype) + 1, dtype)
     with mp.workprec(200):
         bound = mp.mpf(info.max) + mp.ldexp(mp.mpf(info.eps), math.frexp(info.max)[1] - 2)
-        assert abs(fn(mp.mpf(below))) < bound <= abs(fn(mp.mpf(above)))
+        assert abs(fn(mp.mpf(below))) < abs(fn(mp.mpf(last))) < bound <= abs(fn(mp.mpf(above)))
 
 
 def test_poles_zeros_and_saturation_are_found():
