@@ -131,4 +131,5 @@ def test_plan_and_apply():
 def test_the_autodiff_oracle_leaves_the_sets_it_cannot_judge_fairly():
     assert unfair_sets(("dim:input@0>255", "edge:input=overflow.2")) == ["overflow"]
     assert unfair_sets(("edge:input=magnitude.3@1",)) == ["magnitude"]
-    assert unfair_sets(("edge:input=pole.2", "edge:input=sign")) == []
+    assert unfair_sets(("edge:input=subnormal.2",)) == ["subnormal"]
+    assert unfair_sets(("edge:input=pole.2", "edge:input=sign", "edge:input=unit")) == []

@@ -64,8 +64,10 @@ VARIANTS = ("functional", "backward", "inplace")
 FORWARD_ONLY = ("magnitude", "integer", "half", "quotient")  # set families whose backward is not judged fairly
 # Set families the autodiff oracle leaves unjudged, as it leaves the values search's inexact sets: a derivative formula
 # multiplies values at the range's end in another order than the function (exp's forward-over-reverse overflows at
-# 88.7228 where exp and its derivative fit), and finite differences step across a rounding op's jumps.
-GRADIENT_UNFAIR = ("overflow", *FORWARD_ONLY)
+# 88.7228 where exp and its derivative fit); where the result is subnormal or zero, a derivative's error below the
+# smallest normal (erfcx'' at 4.8e37: 2.35e-38 where the exact value is 1e-113) is scaled up by the oracle's tangent,
+# drawn with |x| (4.8e34 there), past any allowance; and finite differences step across a rounding op's jumps.
+GRADIENT_UNFAIR = ("overflow", "subnormal", "zero", *FORWARD_ONLY)
 
 
 def edge(path: str, name: str, rotation: int = 0) -> str:
