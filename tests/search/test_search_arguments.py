@@ -25,6 +25,9 @@ def sample(*args, **kwargs) -> Sample:
     return Sample(input=torch.ones(2, 3), args=args, kwargs=kwargs, output_process_fn_grad=lambda x: x)
 
 
+EXTREMES = [math.inf, -math.inf, torch.finfo(torch.float32).smallest_normal, torch.finfo(torch.float32).max]  # a float32 case's ends
+
+
 def planned(op: str, s, variant: str = "functional") -> dict[str, list]:
     """Argument path -> the values planned for it, in order."""
     found: dict[str, list] = {}
@@ -77,12 +80,12 @@ def test_an_argument_the_samples_leave_at_its_default_is_searched_and_inplace_is
     s = samples_of(LEAKY, "float32")[0]
     assert "negative_slope" not in s.kwargs and not s.args  # OpInfo never passes it
     for variant in ("functional", "inplace"):
-        assert planned(LEAKY, s, variant) == {"negative_slope": [0.0, -0.01, 0.99, 100.0]}
+        assert planned(LEAKY, s, variant) == {"negative_slope": [0.0, -0.01, 0.99, 100.0, *EXTREMES]}
 
 
 def test_only_the_functional_inplace_and_out_variants_are_searched():
     s = samples_of("addcmul", "float32")[0]
-    assert planned("addcmul", s, "out") == planned("addcmul", s, "inplace") == planned("addcmul", s) == {"value": [0, -1, 64]}
+    assert planned("addcmul", s, "out") == planned("addcmul", s, "inplace") == planned("addcmul", s) == {"value": [0, -1, 64, *EXTREMES]}
     assert planned("addcmul", s, "method") == planned("addcmul", s, "backward") == {}
 
 
@@ -170,7 +173,8 @@ def test_a_kernel_wrong_only_past_a_slope_of_one_is_found_and_named_with_the_val
     for finding in result.findings:
         assert (finding.kind, finding.reference, finding.op, finding.opinfo) == ("mismatch", "precision", "aten.leaky_relu.default", LEAKY)
         set_args = [e for e in Case.parse(finding.case_id).edits if e.startswith("arg:")]
-        assert set_args == ["arg:negative_slope=100.0"], finding.case_id  # the trigger: a slope past 1
+        assert len(set_args) == 1 and arguments.parse_value(set_args[0].partition("=")[2]) > 1, finding.case_id  # the trigger: a slope past 1
+    assert any("arg:negative_slope=100.0" in Case.parse(f.case_id).edits for f in result.findings)
     # OpInfo's samples never pass a slope: without the search the plant goes unseen
     assert not run_sweep(leaky_config(search=())).findings
 
@@ -178,3 +182,16 @@ def test_a_kernel_wrong_only_past_a_slope_of_one_is_found_and_named_with_the_val
 def test_the_same_searched_run_without_the_plant_is_clean(run_sweep):
     result = run_sweep(leaky_config())
     assert not result.findings and result.statuses.get("pass", 0) >= 4, result.statuses
+
+
+def test_a_pointwise_op_s_float_arguments_also_go_to_the_dtype_s_ends():
+    sample = samples_of(LEAKY, "float16")[0]  # its slope left at the default: searched all the same
+    planned = {e[0] for e in arguments.plan(LEAKY, "functional", "float16", sample)}
+    info = torch.finfo(torch.float16)
+    for value in (math.inf, -math.inf, info.smallest_normal, info.max):
+        assert arguments.edit("negative_slope", value) in planned
+    assert arguments.extremes("alpha", 1, torch.float32)[-1] == torch.finfo(torch.float32).max  # add's int alpha, a float Scalar
+    assert arguments.extremes("dim", 1, torch.float32) == []  # an int that is no Scalar
+    # not for an op that is not pointwise (a norm's eps is a guard, not a value the kernel scales by)
+    layer_norm = samples_of("nn.functional.layer_norm", "float32")[0]
+    assert not any("inf" in e[0] for e in arguments.plan("nn.functional.layer_norm", "functional", "float32", layer_norm))

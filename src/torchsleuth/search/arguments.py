@@ -29,6 +29,12 @@ The values (``values_for``), from the argument's name, type and value ``v``:
   one), ``2v`` and ``v/2`` at +-1; -1, 1 and ``SMALL``/``LARGE`` at 0.
 * a complex: 0, ``-v``, its conjugate.
 
+And a pointwise op's float argument in a floating dtype (``alpha``, ``value``,
+``negative_slope``, ``beta``, ``threshold``, ``min``/``max``: an int
+``alpha`` or ``value`` too) at the dtype's ends (``extremes``): +-inf, its
+smallest normal and its largest finite value, where an ``alpha * b`` or a
+``x * beta`` overflows or flushes in the dtype.
+
 Some arguments are left alone: ones that say where or how the result is made
 rather than what it is (``inplace``, ``out``, ``dtype``, names starting with
 ``_``). Cases are planned for the functional, in-place and out= variants
@@ -48,6 +54,7 @@ import torch
 
 from ..cases import opinfo
 from ..errors import UsageError
+from . import values
 from .argument_names import NUMBER_TYPES, signature
 from .registry import Search
 
@@ -64,6 +71,8 @@ NORM_OPS = ("norm", "dist", "margin")
 NORM_ORDERS = (0, 1, 2, math.inf, -math.inf, 0.5, 3)
 LARGE_INT = 64  # past every dim OpInfo samples have, yet small enough as a size or count
 SMALL, LARGE = 1e-3, 1e3
+# Int-valued arguments a floating op takes as a float Scalar (add's alpha, addcmul's value): their extremes are floats.
+FLOAT_SCALARS = frozenset({"alpha", "value"})
 # An int named ``*mode`` or ``reduction`` codes a choice (grid_sampler's interpolation_mode): the
 # codes in use are 0, 1, 2, and another int is no mode at all (aten does not check it).
 ENUM_VALUES = 3
@@ -130,12 +139,25 @@ def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
     arguments = [(path, named.get(path, path), value) for path, value in numbers(sample.args, sample.kwargs)]
     arguments += [(name, name, value) for name, value in known.defaulted]
     dims = _dims(sample.input)
+    wide = getattr(torch, dtype).is_floating_point and values.op_kind(op) == "pointwise"
     planned = []
     for path, name, value in arguments:
         if name in LEFT_ALONE or name.startswith("_"):
             continue
-        planned += [(edit(path, v),) for v in values_for(op, name, value, dims)]
+        found = values_for(op, name, value, dims)
+        if wide:
+            found += [v for v in extremes(name, value, getattr(torch, dtype)) if not any(_same(v, k) for k in (value, *found))]
+        planned += [(edit(path, v),) for v in found]
     return planned
+
+
+def extremes(name: str, value, dtype: torch.dtype) -> list[float]:
+    """A pointwise op's float argument (and an int ``alpha`` or ``value``, which a float op takes as a float) at the
+    ends of the case's floating ``dtype``: +-inf, its smallest normal and its largest finite value."""
+    if type(value) is not float and not (type(value) is int and name in FLOAT_SCALARS):
+        return []
+    info = torch.finfo(dtype)
+    return [math.inf, -math.inf, info.smallest_normal, info.max]
 
 
 def values_for(op: str, name: str, value, dims: int) -> list:

@@ -115,7 +115,7 @@ def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
     targets = [path for path, t in tensors.items() if _eligible(t, wanted, kind)]
     if not targets:
         return []
-    grown = _growth(kind, tensors)
+    grown = growth(kind, tensors)
     names = [name for name in value_sets.names(wanted) if _fits(name, kind, variant, wanted)]
     planned = [(*grown, *(special(path, name, i) for i, path in enumerate(targets))) for name in names]
     if len(targets) > 1 and "extreme" in names:
@@ -126,22 +126,35 @@ def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
 
 def apply(sample, rest: str, *, op: str = ""):
     """``sample`` with the edit ``special:REST`` made: tensor PATH holds the set's values in a cycle."""
+    target, name, rotation, found = read_edit(VERB, rest, sample)
+    allowed = value_sets.names(found[target].dtype)
+    if name not in allowed:
+        raise UsageError(f"unknown special set {name!r} for a {found[target].dtype} tensor in special:{rest}; allowed: {', '.join(allowed)}")
+    return tree.map_sample_tensors(sample, lambda path, t: filled(t, name, rotation) if path == target else t)
+
+
+def read_edit(verb: str, rest: str, sample) -> tuple[str, str, int, dict]:
+    """``PATH=SET[@K]`` of the edit ``VERB:REST`` read: the path (a tensor of ``sample``), the set's name, the
+    rotation, and the sample's tensors by path."""
     target, _, chosen = rest.rpartition("=")
     name, _, rotation = chosen.partition("@")
     found = tree.sample_tensors(sample)
     if target not in found:
-        raise UsageError(f"no tensor {target!r} in the sample for special:{rest}; its tensors: {', '.join(found) or 'none'}")
-    allowed = value_sets.names(found[target].dtype)
-    if name not in allowed:
-        raise UsageError(f"unknown special set {name!r} for a {found[target].dtype} tensor in special:{rest}; allowed: {', '.join(allowed)}")
+        raise UsageError(f"no tensor {target!r} in the sample for {verb}:{rest}; its tensors: {', '.join(found) or 'none'}")
     if rotation and not rotation.isdigit():
-        raise UsageError(f"the rotation in special:{rest} must be a whole number (special:PATH=SET@K)")
-    return tree.map_sample_tensors(sample, lambda path, t: filled(t, name, int(rotation or 0)) if path == target else t)
+        raise UsageError(f"the rotation in {verb}:{rest} must be a whole number ({verb}:PATH=SET@K)")
+    return target, name, int(rotation or 0), found
 
 
 def filled(t: torch.Tensor, name: str, rotation: int = 0) -> torch.Tensor:
     """A fresh contiguous tensor of ``t``'s shape and dtype holding set ``name`` as a cycle from ``rotation``."""
-    values = list(value_sets.values(name, t.dtype))
+    return cycle(t, value_sets.values(name, t.dtype), rotation)
+
+
+def cycle(t: torch.Tensor, values, rotation: int = 0) -> torch.Tensor:
+    """A fresh contiguous tensor of ``t``'s shape and dtype holding ``values`` (at most value_sets.MAX_SET, each held
+    by the dtype) as an odd cycle from ``rotation``: the placement every value search shares."""
+    values = list(values)
     if len(values) % 2 == 0:
         values.append(values[0])  # an odd cycle: coprime with every vector width
     index = (torch.arange(t.numel()) + rotation) % len(values)
@@ -193,7 +206,7 @@ def op_kind(op: str) -> str:
     return "pointwise" if torch.Tag.pointwise in tags else ""
 
 
-def _growth(kind: str, tensors: dict) -> tuple[str, ...]:
+def growth(kind: str, tensors: dict) -> tuple[str, ...]:
     """The ``dim:`` edits that give the call a vector body and a full scalar tail (see the design note); () for none."""
     dimensioned = {path: t for path, t in tensors.items() if t.dim() > 0}
     if not dimensioned:

@@ -95,7 +95,7 @@ from ...judge.verdict import one_line
 from ...run import probe, tree
 from ...run.facts import of_references as facts_of
 from ...run.samples import samples_of
-from ...search import values as value_search
+from ...search import thresholds as threshold_search, values as value_search
 from . import helpers
 from .detail import FORWARD, PREFIX, SECOND, form
 from .judging import Argument, Skip
@@ -188,13 +188,16 @@ def differentiated(subject: Subject):
 
 
 def unfair_sets(edits: tuple[str, ...]) -> list[str]:
-    """The value search's sets among ``edits`` that gradients are not judged on (search.values: only its ANY_OP sets)."""
+    """The value searches' sets among ``edits`` that gradients are not judged on (search.values: only its ANY_OP sets;
+    search.thresholds: not its GRADIENT_UNFAIR families)."""
     found = []
     for edit in edits:
         if edit.startswith(value_search.VERB + ":"):
             name = edit.rpartition("=")[2].partition("@")[0]
             if name not in value_search.ANY_OP:
                 found.append(name)
+        elif threshold_search.gradient_unfair(edit):
+            found.append(threshold_search.gradient_unfair(edit))
     return list(dict.fromkeys(found))
 
 
