@@ -17,12 +17,10 @@ replaces the square matrix (or batch of them) ``PATH`` by, for ``KIND``:
 * ``rank-deficient``: every row and column from the second on replaced by
   the second (``r`` taking 1..n-1 to 1), rank at most 2: from 4x4 on,
   below n - 1, where every cofactor is 0 too;
-* ``near-singular``: ``singular`` plus ``2^-NEAR`` times its largest entry
-  on its last diagonal element: invertible, condition number about
-  ``2^NEAR``;
+* ``near-singular``: ``singular`` plus ``2^-b`` times its largest entry on
+  its last diagonal element: invertible, condition number about ``2^b``;
 * ``ill-conditioned``: column ``j`` scaled by ``2^(-j * s)``, the spread
-  ``2^(s (n - 1))`` about the square root of the dtype's precision
-  (powers of two: exact in every dtype);
+  ``2^(s (n - 1))`` about ``2^b`` (powers of two: exact in every dtype);
 * ``batched``: a batch of three, the matrix, its ``singular`` (or, for an op
   that needs an inverse, ``near-singular``) and its ``ill-conditioned``
   forms, for a sample whose matrix is its only tensor: one batched call
@@ -69,12 +67,20 @@ VERB = "matrix"
 FORM = "matrix:PATH=KIND"
 
 KINDS = ("singular", "rank-deficient", "near-singular", "ill-conditioned", "batched")
-NEEDS_INVERSE = ("inv", "solve")  # words of an op's name that say it needs an invertible matrix
+# Words of an op's name that say it needs an invertible matrix (it raises at a singular one), or that its result or its
+# derivative has a pole there (a log-determinant is -inf, a condition number inf; rounding decides which infinity or
+# NaN comes out, and a kernel that reads the matrix another way finds a tiny pivot instead of a zero one).
+NEEDS_INVERSE = frozenset({"inv", "inverse", "tensorinv", "solve", "tensorsolve", "logdet", "slogdet", "cond"})
+# Words of an op's name that say it returns singular vectors, eigenvectors or an orthogonal factor: at a singular
+# matrix those are set by rounding where a singular value or eigenvalue is 0 or repeats (the columns past the rank),
+# and torch.linalg.svd's and eigh's docs leave their derivatives undefined there (not finite at repeated values; in
+# the complex case, dependent on a phase). Exactly singular matrices are given to their out= calls only: the values
+# judged up to phase (the judge's canonicaliser), no derivative.
+VECTORS = frozenset({"svd", "eigh", "qr"})
 # Ops whose eigenvalues come in no specified order (torch.linalg.eig's docs): float64 and the dtype may list the
 # eigenvalues of a singular matrix in another order, and no reference can pair them.
 UNORDERED = frozenset({"linalg.eig", "linalg.eigvals"})
 VARIANTS = ("functional", "out", "backward")
-NEAR = 10  # near-singular: 2^-NEAR times the largest entry off singular
 
 
 def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
@@ -86,7 +92,8 @@ def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
     path = next(iter(tensors), None)
     if path is None or not _square(tensors[path]) or tensors[path].dtype != wanted:
         return []
-    kinds = [k for k in KINDS if k not in ("singular", "rank-deficient") or not needs_inverse(op)]
+    exact = not needs_inverse(op) and (variant == "out" or not _words(op) & VECTORS)
+    kinds = [k for k in KINDS if k not in ("singular", "rank-deficient") or exact]
     if tensors[path].shape[-1] < 4:
         kinds = [k for k in kinds if k != "rank-deficient"]  # rank 2 is below n - 1 from 4x4 on
     if len(tensors) > 1:
@@ -102,7 +109,8 @@ def apply(sample, rest: str, *, op: str = ""):
     found = tree.sample_tensors(sample)
     if path not in found or not _square(found[path]):
         raise UsageError(f"no square matrix {path!r} in the sample for {VERB}:{rest}; its tensors: {', '.join(found) or 'none'}")
-    return tree.map_sample_tensors(sample, lambda p, t: structured(t, kind, inverse=needs_inverse(op)) if p == path else t)
+    inverse = needs_inverse(op) or bool(_words(op) & VECTORS)  # the batch's second matrix: near-singular
+    return tree.map_sample_tensors(sample, lambda p, t: structured(t, kind, inverse=inverse) if p == path else t)
 
 
 def structured(a: torch.Tensor, kind: str, *, inverse: bool = False) -> torch.Tensor:
@@ -116,22 +124,25 @@ def structured(a: torch.Tensor, kind: str, *, inverse: bool = False) -> torch.Te
         return a[..., rows, :][..., :, rows].contiguous()
     if kind == "near-singular":
         singular = structured(a, "singular")
-        scale = singular.abs().amax(dim=(-2, -1), keepdim=True).clamp_min(1) * 2.0 ** -NEAR
+        scale = singular.abs().amax(dim=(-2, -1), keepdim=True).clamp_min(1) * 2.0 ** -_condition_bits(a.dtype)
         bump = torch.zeros_like(singular)
         bump[..., -1, -1] = 1
         return (singular + bump * scale.to(singular.dtype)).contiguous()
     if kind == "ill-conditioned":
-        step = _spread_bits(a.dtype) / max(n - 1, 1)
+        step = _condition_bits(a.dtype) / max(n - 1, 1)
         scale = torch.tensor([2.0 ** -round(j * step) for j in range(n)], dtype=torch.float64).to(a.dtype)
         scaled = a * scale
         return ((scaled * scale.unsqueeze(-1)) if torch.equal(a, a.mH) else scaled).contiguous()  # a hermitian one stays so
     return torch.stack([a, structured(a, "near-singular" if inverse else "singular"), structured(a, "ill-conditioned")]).contiguous()
 
 
-def _spread_bits(dtype: torch.dtype) -> int:
-    """Half the dtype's significand bits: the condition number an ill-conditioned matrix gets, as a power of two."""
+def _condition_bits(dtype: torch.dtype) -> int:
+    """``b``: a quarter of the dtype's significand bits (6 in float32, 13 in float64), the condition number ``2^b`` of the
+    near-singular and ill-conditioned matrices. The judges' rules scale with rounding and measure how far the result
+    moves at first order; past ``2^b``, two algorithms' rounding (batched against alone, a backward formula against
+    float64's, finite differences of a second derivative) parts by more than either measures."""
     real = torch.empty((), dtype=dtype).real.dtype
-    return max(2, (round(-math.log2(torch.finfo(real).eps)) + 1) // 2)
+    return max(2, (round(-math.log2(torch.finfo(real).eps)) + 1) // 4)
 
 
 def _square(t: torch.Tensor) -> bool:
@@ -139,9 +150,15 @@ def _square(t: torch.Tensor) -> bool:
 
 
 def needs_inverse(op: str) -> bool:
-    """Whether the op's name says it inverts or solves: an exactly singular matrix makes it raise."""
-    last = op.split(".")[-1] if not op.startswith("linalg.") else op.split(".")[1]
-    return any(word in last for word in NEEDS_INVERSE)
+    """Whether a word of the op's name (``inv_ex``: inv, ex) says it needs an inverse, or has a pole at a singular matrix
+    (NEEDS_INVERSE); ``pinv`` does not: a pseudo-inverse is defined for every matrix."""
+    return bool(NEEDS_INVERSE & _words(op))
+
+
+def _words(op: str) -> set[str]:
+    """The words of the op's own name (``linalg.inv_ex`` -> inv, ex; ``svd`` -> svd)."""
+    name = op.split(".")[1] if op.startswith("linalg.") else op.split(".")[0]
+    return set(name.split("_"))
 
 
 @functools.cache

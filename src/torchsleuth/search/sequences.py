@@ -28,8 +28,10 @@ Where: the dim an op works along (search.long_dims: its ``dim`` argument,
 or the innermost for a reduction of everything). The first three are laid
 over the dim grown to ``LENGTH`` (258: past a block of 256, even; the ``dim:``
 edit first) where the grown input stays under ``MAX_ELEMENTS``; the zeros
-over the sample's own length, which keeps a product of random values in
-range. Ops that index through an argument (search.duplicates) are left to
+over the sample's own length, and only where every product of a row's
+values stays within the dtype's range in any order: a zero in a row whose
+other values overflow when multiplied makes ``inf * 0``, NaN or 0 by the
+order a kernel takes (float64 keeps 0), and says nothing of the zero. Ops that index through an argument (search.duplicates) are left to
 that search, and an op whose name says it multiplies (``prod``, ``cumprod``)
 takes the zeros only: a product of a row of 258 values overflows in one
 lane and not in another, so float64 and the dtype part for the order alone.
@@ -84,9 +86,20 @@ def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
     if not any(word in op for word in PRODUCT_WORDS) and others * max(LENGTH, t.shape[dim]) <= MAX_ELEMENTS:
         grown = (f"dim:input@{dim}>{LENGTH}",) if t.shape[dim] < LENGTH else ()
         planned += [(*grown, f"{VERB}:input@{dim}={kind}") for kind in GROWN_KINDS]
-    kinds = ZERO_KINDS if t.shape[dim] >= 3 else ("zero-first", "zero-last")
-    planned += [(f"{VERB}:input@{dim}={kind}",) for kind in kinds]
+    if _in_range(t, dim):
+        kinds = ZERO_KINDS if t.shape[dim] >= 3 else ("zero-first", "zero-last")
+        planned += [(f"{VERB}:input@{dim}={kind}",) for kind in kinds]
     return planned
+
+
+def _in_range(t: torch.Tensor, dim: int) -> bool:
+    """Whether every product of a row's values along ``dim``, in any order, stays within the dtype's range: then a zero
+    placed in the row makes the exact product 0 whatever the order, and no kernel meets inf * 0 on the way."""
+    info = torch.finfo(torch.empty((), dtype=t.dtype).real.dtype)
+    magnitudes = t.detach().abs().to(torch.float64)
+    logs = torch.log2(magnitudes.masked_fill(magnitudes == 0, 1)).nan_to_num(posinf=math.inf, neginf=-math.inf)
+    up, down = logs.clamp_min(0).sum(dim), logs.clamp_max(0).sum(dim)
+    return bool((up < math.log2(info.max) - 1).all() and (down > math.log2(info.tiny) + 1).all())
 
 
 def apply(sample, rest: str, *, op: str = ""):
