@@ -6,7 +6,8 @@ Each check prints what torch gives against the exact value and says ``BUG PRESEN
 when any bug is present. Run on 2026-12-06 (this machine's CPU, torch 2.13.0+cpu).
 
 * the derivative of ``linalg.det`` (and ``torch.det``) at a matrix whose determinant comes out exactly 0: forward
-  mode and reverse mode give 0, where the derivative is the adjugate (nonzero at rank n - 1);
+  mode and reverse mode give 0, where the derivative is the adjugate (nonzero at rank n - 1); and its double backward
+  gives NaN at a matrix of rank n - 3, where every second derivative is 0;
 * index reductions that accumulate one slot's writes in the tensor's own dtype: in bfloat16 a slot stalls at 256,
   in float16 at 2048 (``index_add`` of a 1-D tensor, ``index_put(accumulate=True)``, ``put_(accumulate=True)``, the
   backward of ``embedding``, ``index_reduce``'s mean); ``scatter_add`` and ``scatter_reduce`` accumulate in float32
@@ -32,6 +33,12 @@ def det_derivatives(torch) -> list[tuple[str, float, float]]:
         det(leaf).backward()
         found.append((f"{name} forward mode at [[1, 0], [0, 0]] along e11", forward, 1.0))
         found.append((f"{name} reverse mode at [[1, 0], [0, 0]], grad[1, 1]", leaf.grad[1, 1].item(), 1.0))
+    # a 5x5 matrix of rank 2 (rows 2-5 equal): every second derivative of det is 0 there (rank below n - 2)
+    b = torch.tensor([[1.0, 2, 2, 2, 2], [3, -1, -1, -1, -1], [3, -1, -1, -1, -1], [3, -1, -1, -1, -1], [3, -1, -1, -1, -1]])
+    leaf = b.clone().requires_grad_()
+    (g,) = torch.autograd.grad(torch.linalg.det(leaf), leaf, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), leaf)
+    found.append(("linalg.det double backward at a 5x5 float32 matrix of rank 2, element [0, 0]", h[0, 0].item(), 0.0))
     return found
 
 
@@ -68,7 +75,7 @@ def main() -> int:
     with _out.tee(args.out, "structure.txt"):
         print(f"torch {torch.__version__}")
         for what, got, exact in det_derivatives(torch) + accumulations(torch):
-            wrong = abs(got - exact) > 1e-6 * max(1.0, abs(exact))
+            wrong = not abs(got - exact) <= 1e-6 * max(1.0, abs(exact))  # NaN is wrong
             present += wrong
             print(f"{'BUG PRESENT' if wrong else 'ok':11}  {what}: {got:g} (exact {exact:g})")
     return 1 if present else 0
