@@ -264,6 +264,13 @@ def main(argv: list[str]) -> int:
             f.write(text)
         return 0
     if argv[0] == "keep":
+        usage = "usage: python3 bench/run.py keep PAGE OUT/NAME.json [...]: add runners' records to bench/data/PAGE.json"
+        if len(argv) < 3 or argv[1] in ("-h", "--help"):
+            print(usage)
+            return 0 if argv[1:2] in (["-h"], ["--help"]) else 2
+        if not os.path.exists(os.path.join(DATA, os.path.basename(argv[1]).removesuffix(".md").removesuffix(".json") + ".json")):
+            print(f"no data file for page {argv[1]!r} in bench/data/; a page's data file is made with its page", file=sys.stderr)
+            return 2
         return keep(argv[1], argv[2:])
     site = install(_pop(argv, "--wheels")) if argv[0] == "--wheels" else None
     codes = [run_one(words, site) for words in segments(argv)]
