@@ -71,17 +71,19 @@ def _transposed(t: torch.Tensor) -> bool:
 
 
 def addcmul_dropping_noncontiguous_writes(self, tensor1, tensor2, *, value=1):
-    """``addcmul_`` (the seed story): nothing lands in a non-contiguous ``self``."""
+    """``addcmul_`` (the seed story): nothing lands in a non-contiguous ``self``. Elsewhere it evaluates as aten's
+    kernel does, ``self + value * tensor1 * tensor2`` left to right, so it overflows where that does."""
     if not self.is_contiguous():
         return self  # the bug
-    return self.add_(tensor1 * tensor2 * value)
+    return self.add_(value * tensor1 * tensor2)
 
 
 def addcdiv_dropping_noncontiguous_writes(self, tensor1, tensor2, *, value=1):
-    """``addcdiv_``, the seed story's other kernel (Adam's parameter update): nothing lands in a non-contiguous ``self``."""
+    """``addcdiv_``, the seed story's other kernel (Adam's parameter update): nothing lands in a non-contiguous ``self``;
+    elsewhere ``self + value * tensor1 / tensor2``, left to right, as aten's kernel."""
     if not self.is_contiguous():
         return self  # the bug
-    return self.add_(tensor1 / tensor2 * value)
+    return self.add_(value * tensor1 / tensor2)
 
 
 # --- out=: strides ignored -----------------------------------------------------------
