@@ -87,11 +87,8 @@ def _rounded(value: float, dtype: torch.dtype) -> torch.Tensor:
 
 
 def _within(got: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> torch.Tensor:
-    """Elementwise: equal (NaN to NaN, an infinity to the same one), or finite and within ``tolerance``."""
-    same = (got == expected) | (torch.isnan(got) & torch.isnan(expected))
-    finite = torch.isfinite(got) & torch.isfinite(expected)
-    near = (got - expected).abs() <= tolerance.atol + tolerance.rtol * expected.abs()
-    return same | (finite & near)
+    """Elementwise: ``got`` is ``expected`` within ``tolerance``, by the rule every comparison uses (judge.compare)."""
+    return ~cmp.elementwise(got, expected, tolerance)[0]
 
 
 def consistency_only(case) -> str:

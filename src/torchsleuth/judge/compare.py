@@ -132,16 +132,7 @@ def _tensors(path, a: torch.Tensor, e: torch.Tensor, *, tolerance, slack, check_
         diff = (a64 - e64).abs().to(torch.float64)
         allowed = torch.zeros_like(diff)
     else:
-        diff = (a64 - e64).abs()
-        finite = torch.isfinite(e64)
-        allowed = tol.atol + tol.rtol * e64.abs()
-        if slack is not None:
-            allowed = allowed + slack.to(torch.float64).reshape(allowed.shape)
-        allowed = torch.where(finite, allowed, torch.zeros_like(allowed))  # inf and NaN must match exactly
-        same = (a64 == e64) | (_isnan(a64) & _isnan(e64))
-        bad = ~same & ~(diff <= allowed)  # NaN in diff counts as bad
-        if a64.is_complex():
-            bad = _complex_nonfinite(a64, e64, bad, tol, slack)
+        bad, diff, allowed = elementwise(a64, e64, tol, slack)
     if not bool(bad.any()):
         return None
     excess = torch.where(bad, torch.nan_to_num(diff - allowed, nan=math.inf, posinf=math.inf), torch.full_like(diff, -math.inf))
@@ -154,6 +145,23 @@ def _tensors(path, a: torch.Tensor, e: torch.Tensor, *, tolerance, slack, check_
         max_abs_err=_finite_or_inf(diff.reshape(-1)[flat]),
         atol=tol.atol, rtol=tol.rtol, allowed=float(allowed.reshape(-1)[flat]),
     )
+
+
+def elementwise(a64: torch.Tensor, e64: torch.Tensor, tol: Tolerance, slack=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The rule of ``compare`` element by element, on float64 (or complex128) tensors of one shape: where ``a64`` is not
+    ``e64`` within ``tol`` plus ``slack`` (an infinity or NaN must match exactly), with the differences and what each
+    element was allowed."""
+    diff = (a64 - e64).abs()
+    finite = torch.isfinite(e64)
+    allowed = tol.atol + tol.rtol * e64.abs()
+    if slack is not None:
+        allowed = allowed + slack.to(torch.float64).reshape(allowed.shape)
+    allowed = torch.where(finite, allowed, torch.zeros_like(allowed))  # inf and NaN must match exactly
+    same = (a64 == e64) | (_isnan(a64) & _isnan(e64))
+    bad = ~same & ~(diff <= allowed)  # NaN in diff counts as bad
+    if a64.is_complex():
+        bad = _complex_nonfinite(a64, e64, bad, tol, slack)
+    return bad, diff, allowed
 
 
 def _equal(a: torch.Tensor, e: torch.Tensor) -> bool:
