@@ -1,6 +1,8 @@
 """What the search and the depth cost: pointed runs with defaults, and the catalog with and without the search.
 
     python3 bench/run.py search-cost pointed --out DIR     # 15 ops spread over the catalog, each `torchsleuth ops --ops NAME`
+    python3 bench/run.py search-cost pointed --device cuda --names sum,softmax --cap 240 --out DIR
+                                                           # these ops on a GPU, each stopped after 240 s (said so)
     python3 bench/run.py search-cost catalog --out DIR     # the whole catalog with defaults, then with --search none
     python3 bench/run.py search-cost catalog --without '--oracles none' --without '--search none' --out DIR
                                                            # ... then without each named part, one after the other
@@ -34,12 +36,16 @@ import time
 import _record
 
 
-def cli(args: list[str], tmp: str) -> tuple[float, dict, str]:
-    """One ``torchsleuth ops`` run into ``tmp``: (wall seconds, findings file, the summary's last lines)."""
+def cli(args: list[str], tmp: str, cap: float | None = None) -> tuple[float, dict, str]:
+    """One ``torchsleuth ops`` run into ``tmp``: (wall seconds, findings file, the summary's last lines). A run
+    stopped at ``cap`` seconds gives an empty findings file with ``"stopped": True``."""
     out = os.path.join(tmp, "out")
     command = [sys.executable, "-m", "torchsleuth.cli.main", "ops", *args, "--out", out, "--json", os.path.join(tmp, "f.json"), "--no-progress"]
     start = time.perf_counter()
-    ran = subprocess.run(command, capture_output=True, text=True)
+    try:
+        ran = subprocess.run(command, capture_output=True, text=True, timeout=cap)
+    except subprocess.TimeoutExpired:
+        return time.perf_counter() - start, {"cases": "-", "findings": [], "stopped": True}, ""
     seconds = time.perf_counter() - start
     if ran.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(command)} failed ({ran.returncode}): {ran.stderr[-2000:]}")
@@ -47,25 +53,32 @@ def cli(args: list[str], tmp: str) -> tuple[float, dict, str]:
         return seconds, json.load(f), ran.stdout
 
 
-def pointed(count: int) -> dict:
+def pointed(count: int, names: list[str] | None = None, device: str | None = None, cap: float | None = None) -> dict:
+    """Pointed runs with defaults (and ``--device``): ``names``, or every k-th op of the catalog. A run stopped at
+    ``cap`` seconds is listed as stopped and counted at ``cap`` in the median (a lower bound)."""
     from torchsleuth import resolve_ops
 
-    everything = resolve_ops(None)
-    step = len(everything) / count
-    ops = [everything[int(i * step)] for i in range(count)]
+    if names:
+        ops = names
+    else:
+        everything = resolve_ops(None)
+        step = len(everything) / count
+        ops = [everything[int(i * step)] for i in range(count)]
     print("| op | cases | wall s | findings |")
     print("| --- | ---: | ---: | ---: |")
     times, rows = {}, []
     for op in ops:
         with tempfile.TemporaryDirectory() as tmp:
-            seconds, document, _ = cli(["--ops", op], tmp)
+            seconds, document, _ = cli(["--ops", op, *(["--device", device] if device else [])], tmp, cap)
         times[op] = seconds
-        rows.append([op, document["cases"], round(seconds, 1), len(document["findings"])])
-        print(f"| {op} | {document['cases']} | {seconds:.1f} | {len(document['findings'])} |", flush=True)
+        wall = f"stopped at {cap:.0f}" if document.get("stopped") else round(seconds, 1)
+        rows.append([op, document["cases"], wall, len(document["findings"])])
+        print(f"| {op} | {document['cases']} | {wall} | {len(document['findings'])} |", flush=True)
     slowest = max(times, key=times.get)
     print(f"\nmedian {statistics.median(times.values()):.1f} s over {len(ops)} ops; slowest {slowest} {times[slowest]:.1f} s")
     return {"table": _record.table(["op", "cases", "wall s", "findings"], rows),
-            "figures": {"median_s": round(statistics.median(times.values()), 1), "slowest": slowest, "slowest_s": round(times[slowest], 1)}}
+            "figures": {"median_s": round(statistics.median(times.values()), 1), "slowest": slowest, "slowest_s": round(times[slowest], 1),
+                        "stopped": sum(1 for r in rows if isinstance(r[2], str))}}
 
 
 def catalog(keep: str | None, without: list[str], every: int = 1) -> dict:
@@ -97,6 +110,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=("pointed", "catalog"))
     parser.add_argument("--ops", type=int, default=15, help="pointed: how many ops (default 15)")
+    parser.add_argument("--names", help="pointed: these ops (comma-separated) in place of every k-th of the catalog")
+    parser.add_argument("--device", help="pointed: the device the runs sweep (default the CLI's)")
+    parser.add_argument("--cap", type=float, metavar="S", help="pointed: stop each run after S seconds and say so")
     parser.add_argument("--keep", action="store_true", help="catalog: keep each run's database, findings file and repros under --out")
     parser.add_argument("--every", type=int, default=1, metavar="K", help="catalog: every K-th op of the catalog only (default 1: all)")
     parser.add_argument("--without", action="append", metavar="FLAGS",
@@ -106,7 +122,10 @@ def main() -> int:
     import torch
 
     print(f"torch {torch.__version__}, {len(os.sched_getaffinity(0))} CPUs, python {sys.version.split()[0]}\n")
-    made = pointed(args.ops) if args.what == "pointed" else catalog(args.out if args.keep else None, args.without or ["--search none"], args.every)
+    if args.what == "pointed":
+        made = pointed(args.ops, args.names.split(",") if args.names else None, args.device, args.cap)
+    else:
+        made = catalog(args.out if args.keep else None, args.without or ["--search none"], args.every)
     _record.write(args.out, "search-cost", **made)
     return 0
 
