@@ -77,6 +77,9 @@ class SweepConfig:
     # the GPUs (indices of ``device``'s kind) the local pool's workers are spread over, each worker pinned to one in
     # turn and seeing only it; empty: every worker on ``device``
     gpus: tuple[int, ...] = ()
+    # on a device where a bad index asserts: the cases per op and dtype whose values the CPU refuses that are sent to
+    # the device after the sweep, each alone (shrink.refusals; 0: none)
+    refusals: int = 0
 
     def __post_init__(self) -> None:
         check_executor(self.executor, self.ray_address)
@@ -84,7 +87,7 @@ class SweepConfig:
     def key(self) -> str:
         """Identifies what is swept (not how fast, nor where): a rerun with the same key resumes, on either executor."""
         fields = asdict(self)
-        for how in ("workers", "timeout", "threads", "shrink", "executor", "ray_address", "gpus"):
+        for how in ("workers", "timeout", "threads", "shrink", "executor", "ray_address", "gpus", "refusals"):
             fields.pop(how)
         for added in ("search", "budget", "budget_seconds", "probe_dtypes", "sampled"):  # absent at their defaults: older runs keep their keys
             if fields[added] == _DEFAULTS[added]:

@@ -9,7 +9,9 @@ a cluster, workers.ray_pool, which means the same). Each worker runs
 ``engine.run_unit`` (cases -> run -> judge) and streams outcomes back; the
 parent stores them and tells the progress display. A worker that dies or
 hangs becomes a ``crash`` or ``hang`` finding for the case it was running,
-and the pool carries on. Then the shrink stage (shrink.stage) minimises
+and the pool carries on. Then, on a device where a bad index asserts, a share
+of the cases whose values the CPU refuses is sent to the device after all
+(shrink.refusals: a kernel that returns there is a finding). Then the shrink stage (shrink.stage) minimises
 every finding and diagnoses every group, in the same pool. With
 ``workers=0`` everything runs in this process: no isolation, but kernels
 registered in this process (``torch.library``) are seen, which is what tests
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from pathlib import Path
 
 from . import devices
@@ -32,7 +35,7 @@ from .judge.plugin import BUILTIN, Registry
 from .report import groups as grouping, repro
 from .run.imports import load_imports
 from .search import edits, registry as search_registry
-from .shrink import stage
+from .shrink import refusals, stage
 from .store import costs
 from .store.sqlite import Store
 from .workers.records import Settings, Work
@@ -47,6 +50,8 @@ def _work(item, config: SweepConfig, skip: frozenset[str], only: str | None, *, 
     load_imports(config.imports)  # once per process
     if isinstance(item, Unit):
         return run_unit(item, config, skip, only=only, oracles=oracles)
+    if isinstance(item, refusals.Replay):
+        return refusals.work(item, config, skip, only, oracles=oracles)
     return stage.work(item, config, skip, only, oracles=oracles)
 
 
@@ -61,7 +66,7 @@ def warm(config: SweepConfig) -> None:
 
 
 def _describe(item, config: SweepConfig, case_id: str):
-    return describe(item, config, case_id) if isinstance(item, Unit) else None
+    return describe(item, config, case_id) if isinstance(item, (Unit, refusals.Replay)) else None
 
 
 # What the pool's fork server imports before workers.preload: this module, which unpickling the work function imports.
@@ -80,16 +85,21 @@ def begin_workers(device: str, workers: int, executor: str = "local") -> None:
 POINTED_OPS = 8
 # Searched cases per op and dtype in a catalog run (bench/search-cost.md: what it costs).
 CATALOG_BUDGET = 4
+# Cases per op and dtype whose values the CPU refuses sent to a device where a bad index asserts (shrink.refusals): in a
+# pointed run, and in a catalog run.
+POINTED_REFUSALS = 16
+CATALOG_REFUSALS = 4
 
 
 def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), oracles: Registry = BUILTIN) -> SweepConfig:
     """``config`` at the depth its question asks for; settings named in ``given`` (the user chose them) are kept.
 
     Deep (a run pointed at a few ops): every sample, the cheap oracles, every search the config names with no budget,
-    the dtypes the ops do not declare probed, and, with the ``overloads`` search, the overloads of the ops' packets
+    the dtypes the ops do not declare probed, ``POINTED_REFUSALS`` refused cases per op and dtype sent to a device where
+    a bad index asserts (shrink.refusals), and, with the ``overloads`` search, the overloads of the ops' packets
     their samples never reach, swept from their schema (``cases.unreached``).
     Catalog: the config's samples, no oracle but those asked for, the searches and the cases of the sampled oracles
-    (``Oracle.sampled``) within ``CATALOG_BUDGET`` cases per op and dtype.
+    (``Oracle.sampled``) within ``CATALOG_BUDGET`` cases per op and dtype, ``CATALOG_REFUSALS`` refused cases.
     """
     changes: dict = {}
     if deep:
@@ -101,6 +111,8 @@ def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), ora
             changes["budget"], changes["budget_seconds"] = 0, 0.0
         if "probe_dtypes" not in given:
             changes["probe_dtypes"] = True
+        if "refusals" not in given:
+            changes["refusals"] = POINTED_REFUSALS
         for name in config.search:  # what a search sweeps beside the ops pointed at (Search.pointed_ops)
             widen = search_registry.get(name).pointed_ops
             if widen is not None:
@@ -110,6 +122,8 @@ def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), ora
             changes["sampled"] = tuple(o for o in oracles.sampled() if o not in config.oracles)
         if "budget" not in given and (config.search or changes.get("sampled", config.sampled)):
             changes["budget"] = CATALOG_BUDGET
+        if "refusals" not in given:
+            changes["refusals"] = CATALOG_REFUSALS
     return dataclasses.replace(config, **changes)
 
 
@@ -139,9 +153,12 @@ def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = No
         if pool is not None:  # the costliest units first, so that none is left running alone at the end (store.costs)
             todo = costs.order(todo, frame.store.db, config.device)
         try:
+            started = time.monotonic()
             _execute(config, frame, todo, pool, oracles)
             if pool is not None and pool.outcomes:  # which executor ran how many cases, on which nodes
                 frame.note("executor", pool.where())
+            # no case left that a device fault could disturb: the values the CPU refuses, sent to the device after all
+            refusals.replay_refused(config, frame.store, frame.run.id, elapsed=time.monotonic() - started, pool=pool, oracles=oracles)
             if config.shrink:
                 shrink_run(config, frame.store, frame.run.id, frame.progress, pool=pool, oracles=oracles)
         finally:

@@ -13,7 +13,7 @@ from ..errors import ExitCode, UsageError
 from ..judge.plugin import BUILTIN
 from ..workers import ray_pool
 from ..search import registry as search_registry
-from ..sweep import CATALOG_BUDGET, POINTED_OPS, begin_workers, depth
+from ..sweep import CATALOG_BUDGET, CATALOG_REFUSALS, POINTED_OPS, POINTED_REFUSALS, begin_workers, depth
 from ..config import DEFAULT_SAMPLES, EXECUTORS, check_executor
 from .arguments import budget, command, count, cpus, imports as load, seconds
 
@@ -96,6 +96,11 @@ def add_parser(commands) -> None:
     p.add_argument("--budget", type=budget, metavar="N|Ns",
                    help=f"searched cases per op and dtype: N cases, or Ns seconds, 0 for no limit "
                         f"(default {CATALOG_BUDGET} in a catalog run, none in a pointed one)")
+    p.add_argument("--refusals", type=count, metavar="N",
+                   help=f"on cuda: cases per op and dtype whose values the CPU refuses (an index out of range, a zero divisor) "
+                        f"sent to the GPU after the sweep, each where a device-side assert costs no other case; one the GPU "
+                        f"returns from without error is an unchecked_input finding (default {POINTED_REFUSALS} in a pointed "
+                        f"run, {CATALOG_REFUSALS} in a catalog one; 0: none)")
     p.add_argument("--workers", type=count, metavar="N",
                    help="worker processes (default: one per CPU); 0 runs in this process, without crash isolation; "
                         "with --executor ray, the units in flight at once (default: one per CPU of the cluster, or per GPU on cuda)")
@@ -169,12 +174,14 @@ def run(args) -> int:
         executor=args.executor, ray_address=args.ray_address, gpus=gpus,
     )
     deep = args.depth == "deep" or (args.depth == "auto" and args.ops is not None and len(ops) <= POINTED_OPS)
-    config = depth(config, deep=deep, given={name for name in ("samples", "oracles", "budget", "probe_dtypes")
+    config = depth(config, deep=deep, given={name for name in ("samples", "oracles", "budget", "probe_dtypes", "refusals")
                                           if getattr(args, name) is not None})
     if args.budget is not None:
         config = dataclasses.replace(config, budget=args.budget[0], budget_seconds=args.budget[1])
     if args.samples is not None:
         config = dataclasses.replace(config, samples=args.samples)
+    if args.refusals is not None:
+        config = dataclasses.replace(config, refusals=args.refusals)
     if not select.units(ops, dtypes, device, probe=config.probe_dtypes):
         raise UsageError(f"nothing to sweep: no selected op supports {', '.join(dtypes)} on {device}; `--list` shows each op's dtypes")
     config, executor = _executor(config, given=args.workers is not None)

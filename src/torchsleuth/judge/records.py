@@ -21,6 +21,8 @@ KINDS = (
     "crash",
     "hang",
     "invariant",
+    # a device returns where the CPU refuses the same values (shrink.refusals)
+    "unchecked_input",
     # the oracle plug-ins (oracles/)
     "size_variance",
     "alias_mismatch",
@@ -47,6 +49,7 @@ KIND_WORDS = {
     "crash": "crashes",
     "hang": "hangs",
     "invariant": "breaks an invariant",
+    "unchecked_input": "returns where the CPU refuses the same values",
     "size_variance": "gives an element a result that depends on the tensor around it",
     "alias_mismatch": "gives wrong results when its arguments alias",
     "stale_result": "returns a stale result after an argument changed",

@@ -43,7 +43,10 @@ on some such values: ``lu_unpack``'s and ``pdist``'s gradients on empty
 inputs); a case replayed alone (which decides whether it crashes) and its
 description are therefore made as before, with ``original`` left out
 (``engine``'s ``refuse=False``), and the crash of the CPU's twin is no finding
-of the device's.
+of the device's. Yet a kernel that returns where the CPU raises is itself one of
+the commonest silent bugs on a GPU (a bounds check the CUDA kernel lacks): after
+the sweep's units, the refusal differential (``shrink.refusals``) sends a share of
+the refused cases to the device after all, each in a worker that may die.
 
 An op may come with a trusted implementation of its own (``reference``: the
 eager composition a fused kernel replaces, which ``torchsleuth.check`` takes):
@@ -94,6 +97,8 @@ class Refused(Exception):
 
 # The devices where an index out of range stops the kernel at a device-side assert that ends the process's context
 ASSERTING = frozenset({"cuda"})
+# How a refused case's reason begins (``Refused``): what the refusal differential (shrink.refusals) looks for
+REFUSED = "the CPU refuses these values"
 
 
 class References:
@@ -134,7 +139,7 @@ class References:
         device = self.base.case.device
         if self.original is None or devices.kind(device) not in ASSERTING or self.cpu.ok or not self.original().ok:
             return None
-        return Refused(f"the CPU refuses these values ({one_line(self.cpu.error)}) and takes the sample's own; "
+        return Refused(f"{REFUSED} ({one_line(self.cpu.error)}) and takes the sample's own; "
                        f"not sent to {device}, where a value out of range stops the kernel and ends the process")
 
     def _copies(self) -> tree.Tensors:

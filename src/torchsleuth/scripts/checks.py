@@ -18,6 +18,9 @@ Design note. What ``main`` checks follows the finding, not the variant alone
   or a random op's kernel called with the case's tensors against what its
   parameters allow (scripts.draws).
 * ``isolation`` (crash, hang): the call in a child process of the script.
+* ``refusal`` (``unchecked_input``): the call on the CPU, which must raise,
+  then on the device, which must raise too (an error, or a device-side
+  assert at the synchronization after it).
 
 The tolerance is the table's atol and rtol only: the judge may have widened
 it by the op's measured sensitivity, so a script can be stricter than the
@@ -29,6 +32,7 @@ check cannot be made (no call was recorded, or the call now raises).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -63,6 +67,8 @@ def check_of(finding: Finding) -> str:
         return "determinism"
     if finding.reference == "isolation":
         return "isolation"
+    if finding.kind == "unchecked_input":
+        return "refusal"
     if attribute == "stride":
         return "strides"
     if attribute == "identity":
@@ -283,6 +289,35 @@ def isolation(finding: Finding, call: CallSpec, torch_version: str) -> list[str]
     return lines + parts.data_block(call) + parts.footer()
 
 
+def refusal(finding: Finding, call: CallSpec, torch_version: str) -> list[str]:
+    lines = parts.preamble(finding, call, torch_version, ("copies",), [])
+    source, what = parts.reference_source(dataclasses.replace(finding, reference="device"), call)
+    lines += parts.function_lines(call, (source, what))
+    lines += parts.tensors_function(call)
+    lines += parts.start_main(call, f"{finding.device} must refuse the values the CPU refuses")
+    lines += [
+        "    try:",
+        "        reference(copies(tensors(), device='cpu'))",
+        "    except Exception as e:",
+        '        print("the CPU refuses it:", str(e).strip().splitlines()[0])',
+        "    else:",
+        '        print("CANNOT CHECK: the CPU takes these values now")',
+        "        return 2",
+        "    device = next(t.device for t in T.values())",
+        "    try:",
+        "        torch.manual_seed(CALL_SEED)",
+        "        call(T)",
+        "        if device.type != 'cpu':",
+        "            getattr(torch, device.type).synchronize()  # a device-side assert shows here",
+        "    except Exception as e:",
+        '        print(f"OK: {device} refuses it too:", str(e).strip().splitlines()[0])',
+        "        return 0",
+        '    print("BUG PRESENT:", SUMMARY)',
+        "    return 1",
+    ]
+    return lines + parts.data_block(call) + parts.footer()
+
+
 # Check name (check_of) -> the writer of its script's lines: (finding, call, torch_version) -> list[str].
 CHECKS = {
     "values": values,
@@ -296,4 +331,5 @@ CHECKS = {
     "support": support,
     "draws": draws.draws_script,
     "isolation": isolation,
+    "refusal": refusal,
 }

@@ -221,6 +221,18 @@ class Store:
             self.commit()
         return True
 
+    def replace(self, run_id: int, outcome: Outcome) -> None:
+        """Store a stored case's outcome anew, with its findings (a replay's: the refusal differential, shrink.refusals)."""
+        case = outcome.case
+        self.db.execute("UPDATE outcomes SET status = ?, reason = ?, seconds = ? WHERE run = ? AND case_id = ?",
+                        (outcome.status, outcome.reason, outcome.seconds, run_id, case.id))
+        for finding in outcome.findings:
+            self.db.execute(
+                "INSERT OR IGNORE INTO findings (run, id, case_id, op, kind, record) VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, finding.id, finding.case_id, finding.op, finding.kind, json.dumps(codec.encode(finding))),
+            )
+        self.commit()
+
     def add_shrunk(self, run_id: int, shrunk: Shrunk) -> None:
         self.db.execute(
             "INSERT OR REPLACE INTO shrunk (run, finding, status, record) VALUES (?, ?, ?, ?)",

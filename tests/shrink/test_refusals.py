@@ -1,0 +1,137 @@
+"""The refusal differential (shrink.refusals): a device that returns where the CPU refuses the same values is a finding.
+
+On a CPU-only machine the device is simulated: the CPU is counted among the devices where a bad index asserts
+(``run.references.ASSERTING``), so the sweep sets aside the cases whose values the CPU refuses exactly as it does on
+CUDA, and the plant stands for a device kernel without its bounds check: it checks its indices only where the CPU
+reference is computed (the sweep's ``References.cpu``, a repro script's ``reference``), as the CPU's kernel does, and
+everywhere else wraps them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from torchsleuth.config import SweepConfig
+from torchsleuth.run import references
+from torchsleuth.shrink import refusals
+from torchsleuth.store.sqlite import Store
+from torchsleuth.sweep import depth, sweep
+
+pytestmark = pytest.mark.slow
+
+# The plant, as source: the script test prepends it to the repro script, the sweep test executes it here.
+UNCHECKED = '''
+import sys as _sys
+import torch as _torch
+
+def _where_the_cpu_checks():
+    frame = _sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name in ("cpu", "reference"):
+            return True
+        frame = frame.f_back
+    return False
+
+def unchecked_index_select(self, dim, index):
+    """index_select without its bounds check (as a device kernel lacking it): indices wrap, none is refused."""
+    flat = self.reshape(1) if self.dim() == 0 else self
+    n = flat.shape[dim]
+    out_of_range = index.numel() != 1 if self.dim() == 0 else bool(((index < -n) | (index >= n)).any())
+    if out_of_range and _where_the_cpu_checks():
+        raise IndexError("index out of range in self")
+    index = index.reshape(-1)
+    if n == 0:
+        shape = list(flat.shape)
+        shape[dim] = index.numel()
+        return flat.new_zeros(shape)
+    picked = flat.movedim(dim, 0)[index.remainder(n)].movedim(0, dim)
+    return picked.reshape(()) if self.dim() == 0 and picked.numel() == 1 else picked
+
+import warnings as _warnings
+_library = _torch.library.Library("aten", "IMPL")
+with _warnings.catch_warnings():
+    _warnings.simplefilter("ignore")  # overriding aten's kernel is the point
+    _library.impl("index_select", unchecked_index_select, "CPU")
+'''
+
+
+@pytest.fixture
+def asserting(monkeypatch):
+    """The CPU counted among the devices where a bad index asserts: its refused cases are set aside, then replayed."""
+    monkeypatch.setattr(references, "ASSERTING", frozenset({"cpu", "cuda"}))
+
+
+def _config() -> SweepConfig:
+    config = SweepConfig(ops=("index_select",), dtypes=("float32",), variants=("functional",), layouts=("contiguous", "empty"),
+                         workers=0, shrink=False)
+    return depth(config, deep=True, given={"oracles"})
+
+
+def _replayed(db_dir):
+    db = db_dir / "runs.db"
+    sweep(_config(), db=db)
+    store = Store(db)
+    run_id = store.runs()[-1].id
+    return store.findings(run_id), dict(store.notes(run_id)), {r[0]: r[2] for r in store.outcome_rows(run_id)}
+
+
+# The module the run imports (``--import``) in the CLI's process and in its workers: the plant, on a simulated device.
+SIMULATED = UNCHECKED + '''
+import torchsleuth.run.references as _references
+_references.ASSERTING = frozenset({"cpu", "cuda"})
+'''
+
+
+def test_a_device_that_returns_where_the_cpu_refuses_is_found_and_its_script_shows_both(tmp_path):
+    plant = tmp_path / "unchecked_plant.py"
+    plant.write_text(SIMULATED)
+    out = tmp_path / "out"
+    ran = subprocess.run([sys.executable, "-m", "torchsleuth.cli.main", "ops", "--ops", "index_select", "--dtypes", "float32", "--variants",
+                          "functional", "--layouts", "contiguous,empty", "--oracles", "none", "--import", str(plant), "--workers", "1",
+                          "--out", str(out), "--json", str(tmp_path / "f.json"), "--no-progress"], capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    document = json.loads((tmp_path / "f.json").read_text())
+    found = [f for f in document["findings"] if f["kind"] == "unchecked_input"]
+    assert found, ran.stdout
+    finding = found[0]
+    assert "index_select" in finding["op"] and finding["reference"] == "contract"
+    assert any(a.get("layout") == "empty" for a in finding["args"])  # the trigger: the layout that emptied the index or input
+    assert "the CPU refuses this call with IndexError" in finding["summary"] and "returned without error" in finding["summary"]
+    assert "sent to cpu alone" in ran.stdout  # the note: what was sent and what came of it
+    # the script imports what the run imported: with the plant, the CPU refuses (it checks in reference()) and the
+    # "device" returns: exit 1; with the module emptied (untouched torch), the device refuses too: exit 0
+    script = out / "repros" / f"{finding['id']}.py"
+    results = {}
+    for name, source in (("planted", UNCHECKED), ("clean", "")):
+        plant.write_text(source)
+        results[name] = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert results["planted"].returncode == 1, results["planted"].stdout + results["planted"].stderr
+    assert "the CPU refuses it" in results["planted"].stdout and "BUG PRESENT" in results["planted"].stdout
+    assert results["clean"].returncode == 0, results["clean"].stdout + results["clean"].stderr
+    assert "refuses it too" in results["clean"].stdout
+
+
+def test_a_device_that_refuses_too_stays_loud(asserting, tmp_path):
+    findings, notes, reasons = _replayed(tmp_path)
+    assert not [f for f in findings if f.kind == "unchecked_input"]
+    replayed = [r for r in reasons.values() if r.startswith(refusals.REPLAYED)]
+    assert replayed and all("refuses it too" in r for r in replayed)
+    assert "0 returned without error" in notes["refusals"]
+
+
+def test_the_choice_spreads_over_each_units_refused_cases_and_reads_the_cpus_words():
+    words = "IndexError: index out of range in self"
+    rows = [(f"index_select|functional|float32|cuda|s{i}|input=empty", "raised",
+             f"the contiguous reference raised: Refused: {references.REFUSED} ({words}) and takes the sample's own; not sent", 0.0)
+            for i in range(10)]
+    rows.append(("index_select|functional|float32|cuda|s0|contiguous", "raised", "IndexError: something else", 0.0))
+    found = refusals.refused(rows)
+    assert len(found) == 10 and set(found.values()) == {words}
+    jobs = refusals.chosen(found, 4)
+    assert len(jobs) == 1 and len(jobs[0].cases) == 4 and len(set(jobs[0].cases)) == 4
+    # a replayed case's reason no longer reads as refused: a resumed sweep does not send it again
+    assert not refusals.refused([(rows[0][0], "raised", refusals.REPLAYED + "cuda refuses it too: ...", 0.0)])
