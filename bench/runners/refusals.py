@@ -102,7 +102,7 @@ def main() -> int:
             print(f"    {summary}")
     with open(os.path.join(args.out, "refusals-detail.json"), "w") as f:
         json.dump(record, f, indent=1)
-    _record.write(args.out, "refusals", table=_record.table(["op", "cases", "on s", "off s", "unchecked_input", "note"], rows),
+    _record.write(args.out, "refusals", device=args.device, table=_record.table(["op", "cases", "on s", "off s", "unchecked_input", "note"], rows),
                   figures={"planted_found": len(record["planted"].get("unchecked", []))})
     return 0
 
