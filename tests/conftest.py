@@ -80,3 +80,12 @@ def plant_file(path, source: str):
     loaded = IMPORTED.pop(str(path), None)
     if loaded is not None:
         loaded["library"]._destroy()
+
+
+@pytest.fixture
+def asserting(monkeypatch):
+    """The CPU counted among the devices where a bad index asserts (run.references.ASSERTING), a device simulated for
+    the refusal differential's tests: its refused cases are set aside, then replayed (tests/refusal_plants.py)."""
+    from torchsleuth.run import references
+
+    monkeypatch.setattr(references, "ASSERTING", frozenset({"cpu", "cuda"}))

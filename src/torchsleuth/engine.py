@@ -89,7 +89,7 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
                 yield from _run_sample(this, samples[index], index)
             planned: dict[tuple[str, ...], list[str]] = {}  # edits -> the variants they were planned for, in order
             for variant in variants:
-                for edits in search.plan(config.search, unit.op, variant, unit.dtype, samples[index]):
+                for edits in search.plan(config.search, unit.op, variant, unit.dtype, samples[index], unit.device):
                     planned.setdefault(edits, []).append(variant)
             covered = search.compose.baseline(unit.op, list(variants), samples[index], config.layouts) if planned else set()
             for edits, planned_for in planned.items():  # each crossed with the layouts and its variants (search.compose)

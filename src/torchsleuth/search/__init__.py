@@ -32,12 +32,17 @@ from .registry import Search, descriptions, get, names, searches
 __all__ = ["Search", "composed", "descriptions", "judged_by_oracles", "names", "plan", "searches", "within"]
 
 
-def plan(chosen: tuple[str, ...], op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
-    """Every edit the searches named in ``chosen`` plan for one sample and variant, in order, without repeats."""
+def plan(chosen: tuple[str, ...], op: str, variant: str, dtype: str, sample, device: str = "cpu") -> list[tuple[str, ...]]:
+    """Every edit the searches named in ``chosen`` plan for one sample and variant on ``device``, in order, without
+    repeats."""
     planned: list[tuple[str, ...]] = []
+    kind = device.split(":")[0]
     for name in chosen:
+        search = get(name)
+        if search.on_device is not None and not search.on_device(kind):
+            continue
         try:
-            found = get(name).plan(op, variant, dtype, sample)
+            found = search.plan(op, variant, dtype, sample)
         except Exception:  # a sample a search cannot read (sparse tensors have no bytes to key on): nothing to plan
             continue
         for edits in found:

@@ -25,7 +25,9 @@ own module, the way an oracle is one ``Oracle`` record (judge.plugin):
   (``Oracle.on_values``);
 * ``pointed_ops(ops) -> ops``: the ops a run pointed at ``ops`` sweeps with
   them (``overloads``: the overloads no sample of theirs reaches,
-  cases.unreached); a catalog run adds none.
+  cases.unreached); a catalog run adds none;
+* ``on_device(kind) -> bool``: whether it plans on a device of that kind
+  (``bounds``: only where a bad index asserts); every device when absent.
 
 A new search is one module here and its test; nothing else names it. The
 registry imports this package's modules when first asked (a module that
@@ -59,6 +61,7 @@ class Search:
     layouts: Callable[[str, tuple[str, ...], object, tuple[str, ...]], list | None] | None = None
     on_values: bool = False
     pointed_ops: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None
+    on_device: Callable[[str], bool] | None = None  # whether it plans for a device kind ("cuda"); None: on every one
 
     def __post_init__(self):
         if bool(self.verb) != (self.apply is not None) or bool(self.verb) != bool(self.form):
