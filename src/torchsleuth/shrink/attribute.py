@@ -24,7 +24,7 @@ its own, with the run's ``--import`` modules:
 One ladder per group (a group is one bug), its verdict each of its findings'.
 The ladders run side by side, as many as the sweep has workers, each within
 ``LADDER_SECONDS`` and all within ``BUDGET_SECONDS``: a group not begun by
-then is left as found, unattributed, and the note says so. A crash in
+then, or cut short by it, is left as found, unattributed, and a note says so. A crash in
 another oracle's own calls (a vmap, tiled tensors, a compile, a large probe)
 has no ladder (``steps.derivatives`` is None) and is left as found; so is a
 crash whose call was not recorded.
@@ -71,6 +71,7 @@ class Verdict:
     status: str  # "kept" (the op's, or unattributed) or "internal" (torchsleuth's own)
     setup: str = ""  # the least setup that crashes, "step 8: forward-mode AD ..."; "" when none did
     reason: str
+    timed_out: bool = False  # the script was stopped, still running
 
 
 def attribute(config: SweepConfig, store, run_id: int, groups, findings: list[Finding], *, step=None,
@@ -95,7 +96,9 @@ def attribute(config: SweepConfig, store, run_id: int, groups, findings: list[Fi
 
     def one(item):
         seconds = min(LADDER_SECONDS, deadline - time.monotonic())
-        return item, (run_ladder(item[1][0], config.imports, seconds) if seconds > 0 else None)
+        verdict = run_ladder(item[1][0], config.imports, seconds) if seconds > 0 else None
+        # stopped by the run's budget, not by its own limit: unattributed for lack of time, as one never begun
+        return item, None if verdict is not None and verdict.timed_out and seconds < LADDER_SECONDS else verdict
 
     if step is not None:
         step(STEP, 0, len(todo))
@@ -141,7 +144,7 @@ def run_ladder(finding: Finding, imports: tuple[str, ...], seconds: float) -> Ve
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)  # the script and the step it was waiting on
             child.communicate()
-            return Verdict(status="kept", reason=f"its ladder script was still running after {seconds:.0f} s")
+            return Verdict(status="kept", reason=f"its ladder script was still running after {seconds:.0f} s", timed_out=True)
     return verdict(child.returncode, out, err)
 
 
