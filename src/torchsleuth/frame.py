@@ -65,11 +65,12 @@ class SweepResult:
     reasons: dict[str, dict[str, int]]  # status -> reason -> count, for skip, raised, error
     failed_units: tuple[tuple[str, str], ...]
     notes: tuple[tuple[str, str], ...]  # (kind, detail): worker deaths not reproduced alone
-    findings: tuple[Finding, ...]  # as found (flaky ones left out); reported() gives the shrunk version
+    findings: tuple[Finding, ...]  # as found (flaky and internal ones left out); reported() gives the shrunk version
     seconds: float  # wall time of this run, over every resumption
     groups: tuple[Group, ...] = ()
     shrunk: dict[str, Shrunk] = field(default_factory=dict)  # finding id -> its shrinking
     flaky: tuple[Finding, ...] = ()  # findings that did not recur on replay: not reported as bugs
+    internal: tuple[Finding, ...] = ()  # crashes no standalone script reproduces: torchsleuth's own failures, not the op's
     written: dict[str, str] = field(default_factory=dict)  # what was written where ("findings file" -> path), as the summary lists it
     coverage: Coverage = Coverage()  # kernel coverage: aten overloads found and reached per op (store.coverage)
 
@@ -174,11 +175,13 @@ def result(store: Store, run_id: int, *, resumed: bool = False) -> SweepResult:
     statuses = dict(store.status_counts(run_id))
     reasons = {status: dict(store.reasons(run_id, status)) for status in ("skip", "raised", "error") if statuses.get(status)}
     shrunk = store.shrunk(run_id)
-    findings, flaky = grouping.split(store.findings(run_id), shrunk)
+    findings, aside = grouping.split(store.findings(run_id), shrunk)
     groups = grouping.group(findings, shrunk, store.diagnoses(run_id))
+    flaky = [f for f in aside if shrunk[f.id].status == "flaky"]
+    internal = [shrunk[f.id].reported(f) for f in aside if shrunk[f.id].status == "internal"]
     return SweepResult(
         run=run, resumed=resumed, statuses=statuses, reasons=reasons,
         failed_units=tuple(store.failed_units(run_id)), notes=tuple(store.notes(run_id)), findings=tuple(findings), seconds=run.seconds,
         groups=tuple(groups), shrunk=shrunk,
-        flaky=tuple(flaky), coverage=coverage_of(store, run),
+        flaky=tuple(flaky), internal=tuple(internal), coverage=coverage_of(store, run),
     )

@@ -11,8 +11,11 @@ parent stores them and tells the progress display. A worker that dies or
 hangs becomes a ``crash`` or ``hang`` finding for the case it was running,
 and the pool carries on. Then, on a device where a bad index asserts, a share
 of the cases whose values the CPU refuses is sent to the device after all
-(shrink.refusals: a kernel that returns there is a finding). Then the shrink stage (shrink.stage) minimises
-every finding and diagnoses every group, in the same pool. With
+(shrink.refusals: a kernel that returns there is a finding). Then the shrink
+stage (shrink.stage) minimises every finding and diagnoses every group, in the
+same pool; between the two, each crash group's standalone script is run
+(shrink.attribute): a crash no script of its own reproduces is torchsleuth's,
+not the op's. With
 ``workers=0`` everything runs in this process: no isolation, but kernels
 registered in this process (``torch.library``) are seen, which is what tests
 and ``torchsleuth.check`` want.
@@ -35,7 +38,7 @@ from .judge.plugin import BUILTIN, Registry
 from .report import groups as grouping, repro
 from .run.imports import load_imports
 from .search import edits, registry as search_registry
-from .shrink import refusals, stage
+from .shrink import attribute, refusals, stage
 from .store import costs
 from .store.sqlite import Store
 from .workers.records import Settings, Work
@@ -202,7 +205,8 @@ def _execute(config: SweepConfig, frame: Frame, todo: list[Unit], pool: Pool | N
 
 def shrink_run(config: SweepConfig, store: Store, run_id: int, progress: Progress | None = None, *, pool: Pool | None = None,
                oracles: Registry = BUILTIN) -> None:
-    """The shrink stage: minimise every finding, then diagnose every group (shrink.stage).
+    """The shrink stage: minimise every finding, run each crash group's ladder (shrink.attribute), then diagnose every
+    group (shrink.stage).
 
     In ``pool`` when given (the sweep's, whose workers are up already); else in
     a pool of its own, closed at the end (none with ``workers=0``).
@@ -213,6 +217,8 @@ def shrink_run(config: SweepConfig, store: Store, run_id: int, progress: Progres
         pool = _pool(config, store.path, oracles)
     try:
         stage.shrink_findings(config, store, run_id, step=step, pool=pool, oracles=oracles)
+        findings, groups = grouping.of_run(store, run_id)
+        attribute.attribute(config, store, run_id, groups, findings, step=step)  # whose each crash is: the op's, or torchsleuth's
         findings, groups = grouping.of_run(store, run_id)
         stage.diagnose_groups(config, store, run_id, groups, findings, step=step, pool=pool, oracles=oracles)
     finally:

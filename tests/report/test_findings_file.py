@@ -28,6 +28,7 @@ TOP = {
     "tool": (str,), "version": (str,), "torch": (str,), "command": (str,), "device": (str,),
     "cases": (int,), "seconds": (int, float), "findings": (list,), "groups": (list,),
     "flaky": (list,),  # findings that did not recur on replay (not bugs)
+    "internal_failures": (list,),  # crashes no standalone script reproduces (torchsleuth's own)
 }
 FINDING = {
     "id": (str,), "op": (str,), "kind": (str,), "variant": (str,), "dtype": (str,), "device": (str,),
@@ -136,6 +137,11 @@ def test_absent_and_non_finite_values_are_null(findings, tmp_path):
     # without a recorded call the case still names the re-laid-out arguments
     assert record["args"] == [{"name": p, "shape": None, "stride": None, "storage_offset": None, "layout": layout}
                               for p, layout in finding.layouts]
+    # a crash no standalone script reproduces: torchsleuth's own failure, listed apart, not a finding
+    own = findings_file.document(command="ops", device="cpu", torch_version="2.13.0", cases=1, seconds=1.0, findings=[], groups=[],
+                                 repro_paths={}, internal=[crash])
+    assert own["findings"] == [] and own["internal_failures"] == [
+        {"id": "f-crash", "op": crash.op, "kind": "crash", "case_id": crash.case_id, "summary": crash.summary, "detail": "killed by SIGSEGV"}]
 
 
 def test_repro_paths_outside_the_folder_are_kept_as_given(findings, tmp_path):

@@ -46,10 +46,13 @@ def run(text: str, tmp_path) -> subprocess.CompletedProcess:
 
 
 def test_the_script_walks_the_steps_an_oracle_takes_each_in_a_child():
-    text = repro.script(crash_finding(2.0))
+    text = repro.script(crash_finding(2.0), imports=("my_kernels.py",))
     assert "No repro could be generated" not in text
     assert "class PassThrough(TorchDispatchMode)" in text and "def forward_mode(T, path)" in text and "TORCHSLEUTH_REPRO_STEP" in text
     assert "torch.addcmul(T['input'], T['args[0]'], T['args[1]'], value=2.0)" in text
+    assert "DERIVATIVES = ('forward', 'reverse')" in text  # the autodiff oracle's case takes both
+    # the run's --import modules first, in the script and in each step's child (both run main)
+    assert "IMPORTS = ('my_kernels.py',)" in text and "def main():\n    load_imports()\n    T = tensors()" in text
 
 
 @pytest.mark.slow

@@ -293,14 +293,16 @@ def test_storage_too_large_to_inline_is_seeded_and_says_so(tmp_path):
 
 
 @pytest.mark.slow
-def test_crash_script_runs_the_call_in_a_child(tmp_path):
+def test_crash_script_runs_the_call_in_a_child_then_under_a_dispatch_mode(tmp_path):
     dropped, _ = finding_for("dropped_write")
     crash = dataclasses.replace(dropped, kind="crash", reference="isolation", mismatch=None, summary="addcmul_ kills the process")
     text = repro.script(crash)
+    assert "DERIVATIVES = ()" in text  # an in-place case takes no derivatives: the call, then the call under the trace's mode
     runs = run_scripts(tmp_path, clean=text, buggy=PLANT_HEAD + CRASH + text)
     assert runs["clean"].returncode == 0, output(runs["clean"])
+    assert "step 1: the call, under a TorchDispatchMode that passes every op on: returns" in runs["clean"].stdout, output(runs["clean"])
     assert runs["buggy"].returncode == 1, output(runs["buggy"])
-    assert "crashed" in runs["buggy"].stdout
+    assert "BUG PRESENT: the least setup that crashes is step 0 - the call: addcmul_ kills the process" in runs["buggy"].stdout
 
 
 def test_without_a_recorded_call_the_script_explains_and_exits_2(tmp_path):

@@ -38,6 +38,7 @@ def merge(results: Iterable[CheckResult]) -> SweepResult | None:
         failed_units=sum((r.failed_units for r in results), ()), notes=sum((r.notes for r in results), ()),
         findings=sum((r.findings for r in results), ()), seconds=sum(r.seconds for r in results), groups=tuple(groups.values()),
         shrunk={k: v for r in results for k, v in r.shrunk.items()}, flaky=sum((r.flaky for r in results), ()),
+        internal=sum((r.internal for r in results), ()),
         coverage=Coverage(ops=sum((r.coverage.ops for r in results), ())), written={},
     )
 

@@ -43,13 +43,14 @@ def write(
     found_as: Mapping[str, str] | None = None,
     flaky: Iterable[Finding] = (),
     coverage=None,
+    internal: Iterable[Finding] = (),
 ) -> Path:
     """Writes the findings file to ``path``; returns the path."""
     path = Path(path)
     data = document(
         command=command, device=device, torch_version=torch_version, cases=cases, seconds=seconds,
         findings=findings, groups=groups, repro_paths=repro_paths, base=path.parent, found_as=found_as, flaky=flaky,
-        coverage=coverage,
+        coverage=coverage, internal=internal,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -72,6 +73,7 @@ def document(
     found_as: Mapping[str, str] | None = None,
     flaky: Iterable[Finding] = (),
     coverage=None,
+    internal: Iterable[Finding] = (),
 ) -> dict[str, Any]:
     """The findings file as a JSON-ready dict; repro paths made relative to ``base``.
 
@@ -100,6 +102,9 @@ def document(
         "groups": [{"id": g.id, "summary": g.summary, "diagnosis": g.diagnosis or None, "findings": list(g.findings)} for g in groups],
         # findings that did not recur when replayed: not bugs, listed so nothing is hidden
         "flaky": [{"id": f.id, "op": f.op, "kind": f.kind, "case_id": f.case_id, "summary": f.summary} for f in flaky],
+        # crashes no standalone script reproduces: torchsleuth's own failures, not the op's (shrink.attribute)
+        "internal_failures": [{"id": f.id, "op": f.op, "kind": f.kind, "case_id": f.case_id, "summary": f.summary, "detail": f.detail or None}
+                              for f in internal],
         **extra,
     }
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from ..cases import layouts
 from ..cases.records import VARIANT_WORDS, Case
 from ..judge.records import KIND_WORDS, Finding
-from ..shrink.records import Diagnosis, Shrunk
+from ..shrink.records import ASIDE, Diagnosis, Shrunk
 
 # The property class of a name that is no layout of the sweep's table (whose
 # records carry their own, cases.layouts.Layout.property): torchsleuth optim's
@@ -119,18 +119,19 @@ def group(findings: Iterable[Finding], shrunk: Mapping[str, Shrunk] | None = Non
 
 
 def of_run(store, run_id: int) -> tuple[list[Finding], list[Group]]:
-    """A stored run's findings (flaky ones left out) and their groups with diagnoses."""
+    """A stored run's findings (those set aside left out: flaky, internal) and their groups with diagnoses."""
     shrunk = store.shrunk(run_id)
     findings, _ = split(store.findings(run_id), shrunk)
     return findings, group(findings, shrunk, store.diagnoses(run_id))
 
 
 def split(findings: Iterable[Finding], shrunk: Mapping[str, Shrunk]) -> tuple[list[Finding], list[Finding]]:
-    """(reported, flaky): a finding whose replay did not recur is flaky, and no bug."""
-    reported, flaky = [], []
+    """(reported, set aside): a finding whose replay did not recur (flaky) and a crash no standalone script reproduces
+    (torchsleuth's own failure) are no bugs of the op."""
+    reported, aside = [], []
     for f in findings:
-        (flaky if f.id in shrunk and shrunk[f.id].status == "flaky" else reported).append(f)
-    return reported, flaky
+        (aside if f.id in shrunk and shrunk[f.id].status in ASIDE else reported).append(f)
+    return reported, aside
 
 
 def _class_words(property_class: str) -> str:

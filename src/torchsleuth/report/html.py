@@ -167,6 +167,11 @@ def _run_section(run: RunView, report: ReportView) -> str:
             f'<li><span class="mono">{_text(f.id)}</span> {_text(f.summary)} <code>{_text(f.case_id)}</code></li>' for f in report.flaky
         )
         parts.append(f"<h3>did not recur when replayed (flaky; not reported as bugs)</h3><ul>{items}</ul>")
+    if report.internal:
+        items = "".join(
+            f'<li><span class="mono">{_text(f.id)}</span> {_text(f.summary)} <code>{_text(f.case_id)}</code></li>' for f in report.internal
+        )
+        parts.append(f"<h3>torchsleuth's own failures (crashes no standalone script reproduces; not the op's)</h3><ul>{items}</ul>")
     if report.notes:
         items = "".join(f"<li>{_text(kind)}: {_text(detail)}</li>" for kind, detail in report.notes)
         parts.append(f"<h3>notes</h3><ul>{items}</ul>")

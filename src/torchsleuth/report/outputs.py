@@ -53,7 +53,7 @@ def write_outputs(result, *, out: str | Path | None = None, json: str | Path | N
             json, command=result.run.command, device=result.run.device, torch_version=result.run.torch,
             cases=result.cases, seconds=result.seconds, findings=reported, groups=groups, repro_paths=repro_paths,
             found_as={f.id: f.case_id for f in result.findings}, flaky=result.flaky,
-            coverage=getattr(result, "coverage", None),
+            coverage=getattr(result, "coverage", None), internal=getattr(result, "internal", ()),
         )
         written["findings file"] = str(json)
     if junit:

@@ -69,12 +69,12 @@ class TerminalProgress:
             self._bar.advance(self._task)
 
     def step(self, name: str, done: int, total: int) -> None:
-        """Progress of a stage after the sweep: "shrinking" (findings), "diagnosing" (groups), or another (cases)."""
+        """Progress of a stage after the sweep: "shrinking" (findings), "diagnosing" and "attributing crashes" (groups), or another (cases)."""
         if self._bar is None:
             return
         if name not in self._steps:
             self._bar.update(self._task, description="done".ljust(28))
-            what = {"shrinking": "findings", "diagnosing": "groups"}.get(name, "cases")
+            what = {"shrinking": "findings", "diagnosing": "groups", "attributing crashes": "groups"}.get(name, "cases")
             self._steps[name] = self._bar.add_task(name.ljust(28), total=total, cases=self.cases, findings=self.findings, what=what)
         self._bar.update(self._steps[name], completed=done)
 
@@ -132,6 +132,8 @@ def render(report: view.ReportView, *, console: Console | None = None, written: 
     if report.flaky:
         count = len(report.flaky)
         console.print(Text(f"{count} finding{'s' if count != 1 else ''} did not recur when replayed (flaky; not reported as bugs)", style="dim"))
+    for f in report.internal:  # a crash no standalone script reproduces (shrink.attribute)
+        console.print(Text.assemble(("torchsleuth's own failure, not the op's: ", "bold magenta"), f"{f.id} {f.summary}"))
     for unit, detail in report.failed_units:
         console.print(Text.assemble((f"unit {unit} could not run:", "bold magenta"), f" {detail}"))
     for kind, detail in report.notes:

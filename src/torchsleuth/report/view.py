@@ -16,7 +16,9 @@ Choices made here, once:
 * the groups decide what is reported: a report lists the findings its
   groups name, in the order they name them, and counts only those (the
   shrink stage leaves flaky findings out of its groups, and they must not
-  come back through the side door); the flaky ones are listed apart;
+  come back through the side door); the flaky ones are listed apart, and
+  so are torchsleuth's own failures (crashes no standalone script
+  reproduces: shrink.attribute);
 * a finding is shown as reported (``SweepResult.reported``: the shrunk case's
   call, mismatch and summary, as in the findings file and the repro
   scripts), with the case the sweep found it in beside it (``found_as``).
@@ -152,6 +154,7 @@ class ReportView:
     notes: tuple[tuple[str, str], ...]  # (kind, detail)
     heatmaps: tuple[Heatmap, ...]  # op x layout, op x dtype; () when nothing was found
     flaky: tuple[FindingView, ...] = ()  # found, but did not recur when replayed: not reported as bugs
+    internal: tuple[FindingView, ...] = ()  # crashes no standalone script reproduces: torchsleuth's own failures
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -192,6 +195,7 @@ def build(result, groups: Sequence[grouping.Group] | None = None, *, repros: boo
         notes=_notes(result.notes),
         heatmaps=heatmaps(shown) if shown else (),
         flaky=tuple(_finding(f, "", f.case_id, "") for f in result.flaky),
+        internal=tuple(_finding(f, "", f.case_id, "") for f in getattr(result, "internal", ())),
     )
 
 

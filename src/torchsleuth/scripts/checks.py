@@ -17,7 +17,10 @@ Design note. What ``main`` checks follows the finding, not the variant alone
   support of the distribution (values it cannot produce: scripts.support),
   or a random op's kernel called with the case's tensors against what its
   parameters allow (scripts.draws).
-* ``isolation`` (crash, hang): the call in a child process of the script.
+* ``isolation`` (crash, hang): the call in a child process of the script;
+  where the case's own steps are the ladder's (scripts.steps: any case of
+  the references and contracts, the autodiff oracle's), the ladder: the
+  call, the derivatives the case took, each under a dispatch mode too.
 * ``refusal`` (``unchecked_input``): the call on the CPU, which must raise,
   then on the device, which must raise too (an error, or a device-side
   assert at the synchronization after it).
@@ -40,7 +43,7 @@ import torch
 from ..judge.records import Finding
 from ..run.call import prefills
 from ..run.records import CallSpec
-from . import draws, parts
+from . import draws, parts, steps
 from .kit import HANG_SECONDS
 from .support import SUPPORT, method, support
 
@@ -263,6 +266,8 @@ def coverage(finding: Finding, call: CallSpec, torch_version: str) -> list[str]:
 
 
 def isolation(finding: Finding, call: CallSpec, torch_version: str) -> list[str]:
+    if steps.derivatives(finding) is not None:  # the case's own steps: the call under the sweep's trace, its derivatives
+        return steps.lines(finding, call, torch_version)
     constants = [f"HANG_SECONDS = {HANG_SECONDS!r}  # a child still running after this hangs"]
     lines = parts.preamble(finding, call, torch_version, (), constants, imports=("os", "subprocess"))
     lines += parts.function_lines(call)

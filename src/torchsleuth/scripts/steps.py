@@ -17,6 +17,15 @@ crashes, the minimised repro, and the script prints it and exits 1; a step
 that raises is loud, not this bug, and the ladder goes on; none crashing
 exits 0. The functions below are real code copied into the script
 (``inspect.getsource``), as the repro kit's are.
+
+The ladder takes the derivatives the case took (``derivatives``): both modes
+for the autodiff oracle's case, reverse mode for a ``backward`` case, none
+for any other case of the references and contracts, whose call the sweep
+makes under its trace's dispatch mode too. Another oracle's case makes calls
+the ladder does not (a vmap, tiled tensors, a compile): ``derivatives`` is
+None for it. The shrink stage runs this script on every crash it can
+(shrink.attribute), so a crash counts against the op only once a script of
+its own reproduces it.
 """
 
 from __future__ import annotations
@@ -26,12 +35,18 @@ import inspect
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..cases.records import Case
 from ..judge.records import Finding
+from ..run.records import CallSpec
 from . import kit, parts
 from .kit import leaves
 
 # A step's child still running after this many seconds hangs (a crash's other face).
 STEP_SECONDS = kit.HANG_SECONDS
+# The derivative modes a ladder may take, in its order.
+MODES = ("forward", "reverse")
+# What the script prints before the step it names (shrink.attribute reads it back).
+LEAST = "the least setup that crashes is step "
 
 
 class PassThrough(TorchDispatchMode):
@@ -63,11 +78,14 @@ def reverse_mode(T, path):
 
 
 def steps(T):
-    """(what the step does, the step): the call alone, then each derivative, then all of them under a dispatch mode."""
+    """(what the step does, the step): the call alone, then each derivative the case took (``DERIVATIVES``), then all of
+    them under a dispatch mode."""
     floating = [p for p, t in T.items() if t.is_floating_point() or t.is_complex()]
     plain = [("the call", lambda: call(T))]  # noqa: F821 (the script's call)
-    plain += [(f"forward-mode AD with respect to {p}", lambda p=p: forward_mode(T, p)) for p in floating]
-    plain += [(f"reverse-mode AD with respect to {p}", lambda p=p: reverse_mode(T, p)) for p in floating]
+    if "forward" in DERIVATIVES:  # noqa: F821 (the script's constant)
+        plain += [(f"forward-mode AD with respect to {p}", lambda p=p: forward_mode(T, p)) for p in floating]
+    if "reverse" in DERIVATIVES:  # noqa: F821 (the script's constant)
+        plain += [(f"reverse-mode AD with respect to {p}", lambda p=p: reverse_mode(T, p)) for p in floating]
 
     def under_mode(step):
         def run():
@@ -79,7 +97,6 @@ def steps(T):
 
 
 MAIN = '''
-
 def main():
     T = tensors()
     ladder = steps(T)
@@ -104,7 +121,7 @@ def main():
             continue
         if child.returncode != 0:
             print(f"step {i}: {words}: the process died (exit status {child.returncode})")
-            print("BUG PRESENT: the least setup that crashes is step", i, "-", words + ":", SUMMARY)
+            print(f"BUG PRESENT: {LEAST}{i} - {words}:", SUMMARY)
             return 1
         print(f"step {i}: {words}: returns")
     print("OK: no step crashes (where a sweep saw this crash, the crash was torchsleuth's own)")
@@ -114,20 +131,39 @@ def main():
 SOURCE = (PassThrough, tensor_leaves, forward_mode, reverse_mode, steps)
 
 
-def script(finding: Finding, torch_version: str, where: str) -> str:
-    """The ladder's script for a crash or hang in ``where`` (an oracle's own steps); the place it died when there is no call
-    to write out."""
+def derivatives(finding: Finding) -> tuple[str, ...] | None:
+    """The derivative modes the finding's case took, which its ladder takes too; None where the case made calls of an
+    oracle the ladder does not make (see the design note)."""
+    case = Case.parse(finding.case_id)
+    family = case.oracle.split(":", 1)[0]
+    if family == "autodiff":
+        return MODES
+    if family:
+        return None
+    return ("reverse",) if case.variant == "backward" else ()
+
+
+def script(finding: Finding, torch_version: str, where: str, imports: tuple[str, ...] = ()) -> str:
+    """The ladder's script for a crash or hang in ``where`` (the case's own steps); the place it died when there is no call
+    to write out. ``imports``: the run's ``--import`` modules, which the script (and each step's child) imports first."""
     call = parts.writable_call(finding)
     if call is None:
         return parts.died_in_steps(finding, torch_version, where)
-    constants = [f"CALL = {parts.call_source(call)!r}", f"STEP_SECONDS = {STEP_SECONDS!r}  # a step still running after this hangs"]
-    lines = parts.preamble(finding, call, torch_version, ("leaves",), constants, imports=("os", "subprocess"))
-    lines += ["", "from torch.utils._python_dispatch import TorchDispatchMode"]
-    lines += parts.function_lines(call) + parts.tensors_function(call)
-    lines += ["", "", "\n\n\n".join(_plain(inspect.getsource(f)) for f in SOURCE), MAIN.rstrip("\n")]
-    return "\n".join(lines + parts.data_block(call) + parts.footer())
+    return "\n".join(parts.importing(lines(finding, call, torch_version), imports))
+
+
+def lines(finding: Finding, call: CallSpec, torch_version: str) -> list[str]:
+    """The ladder's script for ``call``, as lines (the generic script's check of a crash or hang: scripts.checks)."""
+    constants = [f"CALL = {parts.call_source(call)!r}", f"STEP_SECONDS = {STEP_SECONDS!r}  # a step still running after this hangs",
+                 f"DERIVATIVES = {derivatives(finding) or ()!r}  # the derivative modes the case took, each a step per floating tensor",
+                 f"LEAST = {LEAST!r}"]
+    text = parts.preamble(finding, call, torch_version, ("leaves",), constants, imports=("os", "subprocess"))
+    text += ["", "from torch.utils._python_dispatch import TorchDispatchMode"]
+    text += parts.function_lines(call) + parts.tensors_function(call)
+    text += ["", "", "\n\n\n".join(_plain(inspect.getsource(f)) for f in SOURCE), "", "", *MAIN.strip("\n").split("\n")]
+    return text + parts.data_block(call) + parts.footer()
 
 
 def _plain(source: str) -> str:
     """A function's source without the lint notes that only make sense here."""
-    return source.rstrip("\n").replace("  # noqa: F821 (the script's call)", "")
+    return source.rstrip("\n").replace("  # noqa: F821 (the script's call)", "").replace("  # noqa: F821 (the script's constant)", "")

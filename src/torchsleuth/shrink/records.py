@@ -10,8 +10,12 @@ from ..judge.records import Finding
 # shrunk: the smallest case found fails on replay (possibly the original
 # case, when nothing smaller fails); flaky: the finding did not recur when
 # replayed, so it is not reported as a bug; kept: not shrunk, ``reason`` says
-# why (a crash, a hang or nondeterminism cannot be replayed in-process).
-STATUSES = ("shrunk", "flaky", "kept")
+# why (a crash, a hang or nondeterminism cannot be replayed in-process);
+# internal: a crash no standalone script reproduces (shrink.attribute), so
+# torchsleuth's own failure and no bug of the op.
+STATUSES = ("shrunk", "flaky", "kept", "internal")
+# The statuses of findings set aside: not reported as bugs of the op.
+ASIDE = ("flaky", "internal")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -23,9 +27,16 @@ class Shrunk:
     replay: Finding | None = None
     tries: int = 0  # cases run while shrinking
     reason: str = ""
+    # a crash a standalone script reproduces: the least setup of its ladder that crashes ("step 8: forward-mode AD ...")
+    setup: str = ""
 
     def reported(self, finding: Finding) -> Finding:
-        """``finding`` as reported: its own id, the shrunk case's call, values and summary."""
+        """``finding`` as reported: its own id, the shrunk case's call, values and summary; a crash with what its
+        standalone script said."""
+        if self.setup:
+            return dataclasses.replace(finding, summary=f"{finding.summary}; a standalone script crashes at {self.setup}")
+        if self.status == "internal":
+            return dataclasses.replace(finding, summary=f"{finding.summary}; torchsleuth's own failure: {self.reason}")
         if self.status != "shrunk" or self.replay is None:
             return finding
         return dataclasses.replace(self.replay, id=finding.id)

@@ -40,8 +40,8 @@ CHECKS = {FORWARD: mains.check_first, SECOND: mains.check_second}
 
 def script(finding: Finding, torch_version: str) -> str | None:
     """The finding's standalone script; None where the generic one applies (no call to write out)."""
-    if finding.kind in ("crash", "hang"):
-        return steps.script(finding, torch_version, "the autodiff oracle's own derivatives of the call")
+    if finding.kind in ("crash", "hang"):  # the generic script's ladder (scripts.steps), which imports the run's --import modules
+        return None if parts.writable_call(finding) else steps.script(finding, torch_version, "the autodiff oracle's own derivatives of the call")
     if finding.kind != "gradient_mismatch":
         return None
     call, detail, answer = parts.recorded(finding, Detail, torch_version, "the derivatives compared")
