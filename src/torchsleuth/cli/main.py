@@ -39,6 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import precheck
+
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        precheck.check(argv)  # a mistyped name is answered before torch loads
+    except UsageError as e:
+        print(f"torchsleuth {argv[0]}: error: {e}", file=sys.stderr)
+        return ExitCode.USAGE
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

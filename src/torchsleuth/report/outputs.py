@@ -13,6 +13,7 @@ does not cost a sweep.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -63,14 +64,21 @@ def write_outputs(result, *, out: str | Path | None = None, json: str | Path | N
 
 
 def writable_file(path: str | Path, flag: str) -> None:
-    """Refuse a file path that cannot be written (a folder, or under a regular file or a read-only folder)."""
+    """Refuse a file path that cannot be written (a folder, or under a regular file or a folder that takes no new file)."""
     if Path(path).is_dir() or not creatable_dir(Path(path).resolve().parent):
         raise UsageError(f"cannot write the {flag} file {str(path)!r}: not a writable file path")
 
 
 def creatable_dir(path: Path) -> bool:
-    """Whether ``path`` is a writable directory, or could be made one under a writable one."""
+    """Whether ``path`` is a writable directory, or could be made one: tried, by making and removing a folder in the
+    nearest one that exists (permission bits alone do not say it: root may write anywhere but /proc, a full disk, ...)."""
     path = path.resolve()
     while not path.exists():
         path = path.parent
-    return path.is_dir() and os.access(path, os.W_OK)
+    if not path.is_dir():
+        return False
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".torchsleuth-", dir=path))
+    except OSError:
+        return False
+    return True
