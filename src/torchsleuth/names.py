@@ -26,7 +26,6 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from . import _version
 from .errors import UsageError
 
 # Names a user may give to --dtypes, in the order they are listed (``dtypes.NAMES``).
@@ -118,10 +117,10 @@ def torch_version() -> str:
 
 
 def fingerprint() -> str:
-    """torch's version, torchsleuth's, and the newest modification of torchsleuth's source: what the lists depend on."""
+    """torch's version, and where torchsleuth's source is and when it last changed: what the lists depend on."""
     package = Path(__file__).resolve().parent
     newest = max((entry.stat().st_mtime_ns for entry in package.rglob("*.py")), default=0)
-    return f"torch {torch_version()}; torchsleuth {_version.__version__} at {package} ({newest}); python {sys.version_info[:2]}"
+    return f"torch {torch_version()}; torchsleuth at {package} ({newest}); python {sys.version_info[:2]}"
 
 
 def cache_file() -> Path:

@@ -15,7 +15,8 @@ references (the same call on contiguous tensors, on the CPU, in float64)
 and contracts (in-place results land, out= keeps its strides, nothing is
 written outside a view), and writes a runnable repro for every finding.
 
-exit status: 0 no findings, 1 findings, 2 usage or environment error.
+exit status: 0 no findings, 1 findings, 2 usage or environment error,
+3 the script `watch` ran failed, 4 nothing was checked.
 """
 
 

@@ -41,6 +41,13 @@ examples:
   torchsleuth watch --invariants-only train.py       # cheapest: invariants only
   torchsleuth watch --import my_kernels.py train.py  # with kernels registered by torch.library
 
+torchsleuth's flags go before the script: one written after it goes to the
+script (a warning says so).
+
+exit status: 0 no findings, 1 findings, 2 usage error, 3 the script failed
+(its traceback is shown, the run stored as failed), 4 nothing was checked
+(no optimizer step and no op call judged).
+
 in Python: `with torchsleuth.watch() as w: train()`, then `w.findings`.
 """
 
