@@ -95,7 +95,7 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # no store: no run was recorded
 
 
-def test_a_name_is_answered_from_the_cached_lists(tmp_path, monkeypatch):
+def test_a_name_is_answered_from_the_cached_lists(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TORCHSLEUTH_CACHE", str(tmp_path))
     assert names.cached() is None
     precheck.check(["ops", "--ops", "sofmax"])  # no cache: left to the full check
@@ -113,22 +113,27 @@ def test_a_name_is_answered_from_the_cached_lists(tmp_path, monkeypatch):
         precheck.check(["ops", "--search", "valuez"])
     # what it cannot judge here is left alone: globs, overloads, ops an --import may register, other commands
     for argv in (["ops", "--ops", "soft*,aten.add,myns::op,nn.functional.gelu"], ["ops", "--ops", "mine", "--import", "m.py"],
-                 ["optim", "--ops", "sofmax"], ["ops", "--oracles", "none", "--search", "all"]):
+                 ["optim", "--ops", "sofmax"], ["ops", "--oracles", "none", "--search", "all"], ["ops", "--ops"]):
         precheck.check(argv)
+    assert capsys.readouterr().err == ""  # a flag without its value: the full parser says so, once
     (tmp_path / next(p.name for p in tmp_path.iterdir())).write_text(json.dumps({"fingerprint": "another torchsleuth"}))
     assert names.cached() is None  # written by other code: ignored, never trusted
 
 
 @pytest.mark.slow
-def test_a_mistyped_op_is_answered_without_loading_the_catalog(tmp_path):
+def test_a_mistyped_op_or_a_bad_output_path_is_answered_before_torch_loads(tmp_path):
     first = in_a_pipe(["ops", "--ops", "sofmax"], tmp_path, TORCHSLEUTH_CACHE=str(tmp_path / "cache"))  # loads it, and caches the names
     assert first.returncode == ExitCode.USAGE and "did you mean softmax" in first.stderr, first.stderr
-    probe = ("import sys\nfrom torchsleuth.cli.main import main\ncode = main(['ops', '--ops', 'sofmax'])\n"
-             "print(code, 'torch' in sys.modules, 'torch.testing._internal.common_methods_invocations' in sys.modules)")
+    (tmp_path / "file").write_text("")
+    probe = ("import sys\nfrom torchsleuth.cli.main import main\n"
+             "codes = main(['ops', '--ops', 'sofmax']), main(['optim', '--json', 'file/x.json'])\n"
+             "print(*codes, 'torch' in sys.modules, 'torch.testing._internal.common_methods_invocations' in sys.modules)")
     second = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=environment(TORCHSLEUTH_CACHE=str(tmp_path / "cache")),
                             capture_output=True, text=True, timeout=120)
-    assert second.stdout.split() == ["2", "False", "False"], second.stderr
-    assert second.stderr == first.stderr  # the same line the full check printed
+    assert second.stdout.split() == ["2", "2", "False", "False"], second.stderr
+    typo, path = second.stderr.splitlines()
+    assert typo + "\n" == first.stderr  # the same line the full check printed
+    assert path == "torchsleuth optim: error: cannot write the --json file 'file/x.json': not a writable file path"
 
 
 def test_a_watched_script_that_raises_shows_its_own_traceback_and_is_stored_as_failed(tmp_path, capsys, monkeypatch):

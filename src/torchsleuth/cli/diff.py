@@ -58,7 +58,7 @@ def add_parser(commands) -> None:
 
 def run(args) -> int:
     from ..report.diff import between
-    from ..report.outputs import writable_file
+    from ..paths import writable_file
     from ..store.runs import open_run
 
     if args.json:

@@ -1,4 +1,4 @@
-"""The names `torchsleuth ops` is given, checked before torch or OpInfo's catalog loads.
+"""The names `torchsleuth ops` is given, and the output paths of the commands that write, checked before torch loads.
 
 Design note. ``main`` calls ``check`` with the command line before it builds
 the parser (which imports every command, and torch with them). It reads the
@@ -10,14 +10,15 @@ cached (``names.cached``). It never accepts anything: a name it cannot judge
 here is left to the full check that follows, so it answers quickly or not at
 all. Ops are judged only when given as catalog names (no glob, no ``aten.``
 or ``NS::`` overload, no ``--import`` that may register more), the form a
-typo takes. ``remember`` writes the cache once a run has loaded the catalog.
+typo takes. The output paths given are checked here too (``paths.check``),
+on the commands whose flags cannot be a script's (not ``watch``). ``remember`` writes the cache once a run has loaded the catalog.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from .. import names
+from .. import names, paths
 from ..errors import UsageError
 
 # the flags read here, and their list in the cache
@@ -25,17 +26,39 @@ _FLAGS = {"--ops": "ops", "--dtypes": "dtypes", "--layouts": "layouts", "--varia
           "--search": "searches"}
 
 
+# the commands whose output paths are checked here (watch's flags may follow its script, and be the script's)
+_WRITERS = {"ops": ("--out", "--json", "--junit"), "optim": ("--out", "--json"), "shard": ("--out", "--json"), "drill": ("--json",)}
+
+
 def check(argv: list[str]) -> None:
-    """Raise ``UsageError`` for a name in ``ops``'s argv that cannot be right; do nothing when unsure."""
-    if not argv or argv[0] != "ops":
+    """Raise ``UsageError`` for a name or an output path in the argv that cannot be right; do nothing when unsure."""
+    if not argv:
         return
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    if argv[0] in _WRITERS:
+        _outputs(argv[0], argv[1:])
+    if argv[0] == "ops":
+        _names(argv)
+
+
+def _outputs(command: str, argv: list[str]) -> None:
+    parser = _Quiet(add_help=False, allow_abbrev=False)
+    for flag in _WRITERS[command]:
+        parser.add_argument(flag)
+    try:
+        given, _ = parser.parse_known_args(argv)
+    except _Unsure:
+        return
+    paths.check(**{flag[2:]: getattr(given, flag[2:]) for flag in _WRITERS[command]})
+
+
+def _names(argv: list[str]) -> None:
+    parser = _Quiet(add_help=False, allow_abbrev=False)
     for flag in _FLAGS:
         parser.add_argument(flag)
     parser.add_argument("--import", dest="imports", action="append", default=[])
     try:
         given, _ = parser.parse_known_args(argv[1:])
-    except SystemExit:  # a flag without its value: the full parser says so
+    except _Unsure:  # a flag without its value: the full parser says so
         return
     if given.dtypes and given.dtypes.strip() != "all":
         for name in names.split(given.dtypes):
@@ -53,6 +76,17 @@ def check(argv: list[str]) -> None:
         names.resolve_names(given.search, tuple(lists["searches"]), "search", ())
     if given.ops and not given.imports:
         _ops(given.ops, lists["ops"])
+
+
+class _Unsure(Exception):
+    pass
+
+
+class _Quiet(argparse.ArgumentParser):
+    """argparse that prints nothing on an error: the full parser, which comes next, tells the user."""
+
+    def error(self, message: str):
+        raise _Unsure(message)
 
 
 def _ops(text: str, catalog: list[str]) -> None:

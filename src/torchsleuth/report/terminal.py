@@ -229,7 +229,7 @@ def next_steps(report: view.ReportView, *, db: str | None = None) -> list[str]:
     """What to do next, as the commands to type: the first group's repro, the HTML report, the upstream bug report."""
     where = f" --db {db}" if db and db != DEFAULT_DB else ""
     if not report.groups:
-        return ["next, the run as one HTML page:", f"  torchsleuth report latest{where}"]
+        return ["next: the run as one HTML page:", f"  torchsleuth report latest{where}"]
     first = report.groups[0].id
     return ["next: the first group's repro script (it needs only torch), the run as one HTML page, a bug report to file upstream:",
             f"  torchsleuth repro {first}{where}", f"  torchsleuth report latest{where}", f"  torchsleuth report --issue {first}{where}"]
@@ -257,7 +257,8 @@ def _groups(report: view.ReportView, console: Console) -> None:
 
 def _op(group: view.GroupView) -> str:
     """The group's aten overload, and its variant where the overload does not say it (``add_``, ``.out`` do)."""
-    return group.op if group.variant in ("functional", "inplace", "out") else f"{group.op} ({group.variant})"
+    said = group.variant in ("functional", "inplace", "out") or group.op.rpartition(".")[2] == group.variant  # Adam.step, step
+    return group.op if said else f"{group.op} ({group.variant})"
 
 
 def _coverage(coverage, console: Console) -> None:
