@@ -7,6 +7,7 @@ import sys
 
 from .. import _version
 from ..errors import ExitCode, UsageError
+from . import precheck
 
 DESCRIPTION = """\
 torchsleuth finds silent correctness bugs in PyTorch: kernels that return
@@ -40,8 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import precheck
-
     argv = sys.argv[1:] if argv is None else argv
     try:
         precheck.check(argv)  # a mistyped name is answered before torch loads

@@ -144,9 +144,9 @@ def _chain(exception: traceback.TracebackException):
 
 def _flags_after(args) -> None:
     """A warning for each of torchsleuth's watch flags written after the script: they go to the script, as its own."""
-    ours = {flag for flag in _PARSER_FLAGS if flag.startswith("--")}
-    given = [a.partition("=")[0] for a in args.script_args if a.partition("=")[0] in ours]
+    ours = {flag for flag in _PARSER_FLAGS if flag.startswith("--")} - {"--help"}  # a script's own --help is common
+    given = list(dict.fromkeys(a.partition("=")[0] for a in args.script_args if a.partition("=")[0] in ours))
     if given:
-        print(f"warning: {', '.join(dict.fromkeys(given))} after the script {args.script} go{'es' if len(given) == 1 else ''} to the "
+        print(f"warning: {', '.join(given)} after the script {args.script} go{'es' if len(given) == 1 else ''} to the "
               f"script, not to torchsleuth; put torchsleuth's flags before the script (torchsleuth watch {given[0]} ... {args.script})",
               file=sys.stderr)
