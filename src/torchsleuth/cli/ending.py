@@ -30,7 +30,7 @@ def finish(result, *, db: str | None, checked: int | None = None, why: str = "")
     if result.findings:
         return ExitCode.FINDINGS
     if (judged(result) if checked is None else checked) == 0:
-        cases = f"every one of the {terminal.plural(result.cases, 'case')} was skipped or raised (the tables above say why)"
-        print(f"nothing was checked: {why or (cases if result.cases else 'no case ran')}")
+        cases = "its one case" if result.cases == 1 else f"every one of its {result.cases} cases"
+        print(f"nothing was checked: {why or (f'{cases} was skipped or raised (the tables above say why)' if result.cases else 'no case ran')}")
         return ExitCode.NOTHING_CHECKED
     return ExitCode.CLEAN
