@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 import sys
 
@@ -13,6 +14,12 @@ import torch
 from torchsleuth import SweepConfig, SweepResult, sweep
 from torchsleuth.drill.override import override
 from torchsleuth.run.imports import IMPORTED
+
+
+@pytest.fixture(autouse=True, scope="session")
+def names_cache(tmp_path_factory):
+    """The names a full load caches (torchsleuth.names) go to the session's folder, not the user's cache folder."""
+    os.environ["TORCHSLEUTH_CACHE"] = str(tmp_path_factory.mktemp("names-cache"))
 
 
 @pytest.fixture

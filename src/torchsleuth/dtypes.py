@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import torch
 
-from .errors import UsageError
+from . import names
 
-# Names a user may give to --dtypes, in the order they are listed.
-NAMES = (
-    "float64", "float32", "float16", "bfloat16",
-    "complex128", "complex64", "complex32",
-    "int64", "int32", "int16", "int8", "uint8", "bool",
-)
-ALIASES = {"double": "float64", "float": "float32", "half": "float16", "long": "int64", "int": "int32", "cfloat": "complex64", "cdouble": "complex128"}
+# Names a user may give to --dtypes, in the order they are listed; and their aliases (``names``: checked without torch).
+NAMES = names.DTYPES
+ALIASES = names.DTYPE_ALIASES
 
 
 def parse(name: str) -> torch.dtype:
-    name = ALIASES.get(name.strip(), name.strip())
-    if name not in NAMES:
-        raise UsageError(f"unknown dtype {name!r}; allowed: {', '.join(NAMES)}")
-    return getattr(torch, name)
+    return getattr(torch, names.dtype(name))
 
 
 def name(dtype: torch.dtype) -> str:

@@ -9,6 +9,8 @@ class ExitCode(enum.IntEnum):
     CLEAN = 0  # the sweep ran and found nothing
     FINDINGS = 1  # the sweep ran and found something
     USAGE = 2  # bad input or an environment that cannot run the sweep
+    SCRIPT_FAILED = 3  # the script `torchsleuth watch` ran raised or exited non-zero (its traceback is the user's)
+    NOTHING_CHECKED = 4  # the run judged nothing: every case skipped or raised, or a watched script made no judgeable call
 
 
 class UsageError(Exception):

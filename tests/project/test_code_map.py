@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2] / "src" / "torchsleuth"
 # Low to high. A module may import its own package, and any package on a lower
 # floor; never one on a higher floor, nor a sibling package on its own floor.
 FLOORS = (
-    ("errors", "_version", "dtypes", "devices", "codec"),
+    ("errors", "_version", "dtypes", "devices", "codec", "names", "paths"),
     ("cases",),
     ("config", "run", "workers"),
     ("search",),
@@ -36,7 +36,8 @@ FLOORS = (
 )
 # Siblings on one floor that may import each other (config reads cases' records,
 # run reads config's; the base floor's modules are leaves of one kind).
-SIBLINGS_ALLOWED = {("run", "config"), ("devices", "errors"), ("dtypes", "errors")}
+SIBLINGS_ALLOWED = {("run", "config"), ("devices", "errors"), ("dtypes", "errors"), ("names", "errors"), ("dtypes", "names"),
+                    ("paths", "errors")}
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:

@@ -100,7 +100,7 @@ def test_a_bug_that_appears_is_new_a_regression_and_exits_1(dbs, capsys, monkeyp
     assert f"{len(expected)} new ({len(expected)} regressions), 0 fixed, 0 still failing, 0 not rerun" in out
     assert "regression: run 1 passed" in out
     # the hint names a finding of the new group and the database that has it
-    assert f"torchsleuth repro {result.new[0].example} --db {dbs['planted']}" in out
+    assert f"torchsleuth repro {result.new[0].id} --db {dbs['planted']}" in out
 
 
 def test_a_bug_that_goes_away_is_fixed_and_exits_0(dbs, capsys, monkeypatch):
@@ -174,7 +174,7 @@ def test_runs_named_by_id_in_one_database(dbs, capsys, monkeypatch):
     (["{clean_db}:7", "{clean_db}"], ["no run 7 in", "it holds runs 1, 2"]),
     (["{clean_db}", "notes.txt"], ["'notes.txt' is not a torchsleuth database"]),
     (["{clean_db}", "seven"], ["cannot read 'seven' as a run", "a run id, 'latest'"]),
-    (["{clean_db}", "{clean_db}", "--json", "no/such/folder/x.json"], ["cannot write the --json file"]),
+    (["{clean_db}", "{clean_db}", "--json", "notes.txt/x.json"], ["cannot write the --json file"]),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(dbs, argv, fragments, tmp_path, monkeypatch, capsys):
     (tmp_path / "notes.txt").write_text("not a database\n")

@@ -8,7 +8,6 @@ only the overloads of packets no OpInfo entry sweeps, so the catalog is not swep
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import functools
 
@@ -16,6 +15,7 @@ import torch
 
 from .. import dtypes as dtype_names
 from ..errors import UsageError
+from ..names import close_ops, resolve_names, unknown_op
 from . import layouts, opinfo, reach, schema
 from .records import VARIANTS, OpSpec, Unit
 
@@ -53,32 +53,20 @@ def resolve_ops(patterns: str | None, *, names: tuple[str, ...] | None = None, c
 
 def _unknown(pattern: str, known, command: str, overload: bool) -> str:
     """The one line for a pattern that selects nothing: why its overloads are not swept, or the closest names."""
+    if not overload:
+        return unknown_op(pattern, known, command)
     glob = any(c in pattern for c in "*?[")
-    if overload and glob and fnmatch.filter(known, _spelled(pattern)):
+    if glob and fnmatch.filter(known, _spelled(pattern)):
         return f"every overload {pattern!r} matches has an OpInfo entry, which a glob over aten leaves out; name its packet (aten.NAME)"
-    why = schema.why_not(_spelled(pattern)) if overload and not glob else ""
+    why = schema.why_not(_spelled(pattern)) if not glob else ""
     if why:
         return f"op {pattern!r} is not swept: {why}"
-    close = _named_inside(pattern, known) or difflib.get_close_matches(_spelled(pattern), known, n=3, cutoff=0.6)
+    close = close_ops(_spelled(pattern), known)
     hint = f"; did you mean {', '.join(close)}?" if close else f"; `torchsleuth {command} --list` shows every op"
     namespace = _spelled(pattern).partition(".")[0]
-    if overload and not close and namespace not in schema.namespaces():
+    if not close and namespace not in schema.namespaces():
         hint = f"; no op of namespace {namespace} is registered (--import the module that registers it)"
     return f"unknown op {pattern!r}{hint}"
-
-
-def _named_inside(pattern: str, known) -> list[str]:
-    """The names that hold a bare ``pattern`` as one of their dotted parts, cut after it (``gelu``:
-    ``nn.functional.gelu``; ``pad``: ``nn.functional.pad``, which takes its variants), the shortest first: what a
-    user who knows the op by its torch function's name means (at most three)."""
-    if any(c in pattern for c in "*?[.:") or not pattern:
-        return []
-    found = set()
-    for name in known:
-        parts = name.split(".")
-        if pattern in parts:
-            found.add(".".join(parts[: parts.index(pattern) + 1]))
-    return sorted(found, key=lambda n: (len(n), n))[:3]
 
 
 def _names_overloads(pattern: str, catalog_names: list[str]) -> bool:
@@ -123,22 +111,6 @@ def covered_by_opinfo(name: str) -> bool:
 @functools.cache
 def _covered_packets() -> frozenset[str]:
     return frozenset(packet for entry in opinfo.catalog().values() for packet in reach.packets(entry))
-
-
-def resolve_names(text: str | None, allowed: tuple[str, ...], what: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    if text is None or not text.strip():
-        return default
-    if text.strip() == "all":
-        return allowed
-    chosen = []
-    for name in _split(text):
-        if name not in allowed:
-            close = difflib.get_close_matches(name, allowed, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise UsageError(f"unknown {what} {name!r}{hint}; allowed: {', '.join(allowed)}")
-        if name not in chosen:
-            chosen.append(name)
-    return tuple(chosen)
 
 
 def resolve_layouts(text: str | None) -> tuple[str, ...]:

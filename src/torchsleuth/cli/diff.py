@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from .._version import __version__
-from ..errors import ExitCode, UsageError
+from ..errors import ExitCode
 from ..store.runs import DEFAULT_DB, FORMS
 from .arguments import command
 
@@ -43,7 +43,7 @@ examples:
   torchsleuth diff 3 4                             # two runs in {DEFAULT_DB}
   torchsleuth diff torch-2.12.db torch-2.13.db     # the newest run of each file
   torchsleuth diff cpu.db:1 cuda.db:1 --json changes.json
-  torchsleuth repro f-3a9c0d1e2f --db torch-2.13.db  # then reproduce a new one
+  torchsleuth repro g-490fe9f2 --db torch-2.13.db  # then reproduce a new group (its first finding)
 """
 
 
@@ -58,13 +58,11 @@ def add_parser(commands) -> None:
 
 def run(args) -> int:
     from ..report.diff import between
+    from ..paths import writable_file
     from ..store.runs import open_run
 
     if args.json:
-        # refused before any work, like `ops --json`
-        folder = Path(args.json).resolve().parent
-        if Path(args.json).is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
-            raise UsageError(f"cannot write the --json file {args.json!r}: give a file path in a writable folder that exists")
+        writable_file(args.json, "--json")  # refused before any work, like `ops --json`
     store_a, run_a = open_run(args.run_a, args.db)
     try:
         store_b, run_b = open_run(args.run_b, args.db)
@@ -92,12 +90,13 @@ _STYLE = {"new": "bold red", "fixed": "green", "still": "yellow", "not rerun": "
 
 
 def show(result, *, paths: tuple[str, str], console=None) -> None:
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    from ..report.terminal import stdout
     from .runs import when
 
-    console = console or Console()
+    console = console or stdout()
     groups_a = len(result.still) + len(result.fixed) + len(result.not_rerun)
     groups_b = len(result.still) + len(result.new)
     for name, info, path, count in (("A", result.run_a, paths[0], groups_a), ("B", result.run_b, paths[1], groups_b)):
@@ -130,7 +129,11 @@ def show(result, *, paths: tuple[str, str], console=None) -> None:
         f"[yellow]{len(result.still)} still failing[/], [dim]{len(result.not_rerun)} not rerun[/]"
     )
     if result.new:
-        console.print(f"reproduce a new one: torchsleuth repro {result.new[0].example} --db {paths[1]}")
+        first = result.new[0].id
+        console.print("next: the first new group's repro script, run B as one HTML page, a bug report to file upstream:")
+        for line in (f"torchsleuth repro {first} --db {paths[1]}", f"torchsleuth report {result.run_b.id} --db {paths[1]}",
+                     f"torchsleuth report --issue {first} --db {paths[1]}"):
+            console.print(Text(f"  {line}"))
 
 
 def _note(label: str, change, result) -> str:
@@ -166,6 +169,7 @@ def document(result, *, paths: tuple[str, str]) -> dict:
 def write_json(path: str, result, *, paths: tuple[str, str]) -> None:
     # written under a temporary name and renamed, so a reader never sees half of it
     target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     temporary.write_text(json.dumps(document(result, paths=paths), indent=2) + "\n", encoding="utf-8")
     os.replace(temporary, target)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import ExitCode, UsageError
-from ..report.outputs import creatable_dir
+from ..paths import creatable_dir
 from .arguments import command, count, cpus
 
 

@@ -7,6 +7,7 @@ import sys
 
 from .. import _version
 from ..errors import ExitCode, UsageError
+from . import precheck
 
 DESCRIPTION = """\
 torchsleuth finds silent correctness bugs in PyTorch: kernels that return
@@ -15,7 +16,8 @@ references (the same call on contiguous tensors, on the CPU, in float64)
 and contracts (in-place results land, out= keeps its strides, nothing is
 written outside a view), and writes a runnable repro for every finding.
 
-exit status: 0 no findings, 1 findings, 2 usage or environment error.
+exit status: 0 no findings, 1 findings, 2 usage or environment error,
+3 the script `watch` ran failed, 4 nothing was checked.
 """
 
 
@@ -39,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        precheck.check(argv)  # a mistyped name is answered before torch loads
+    except UsageError as e:
+        print(f"torchsleuth {argv[0]}: error: {e}", file=sys.stderr)
+        return ExitCode.USAGE
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -151,6 +151,7 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     from ..cases import select
     from ..config import SweepConfig
+    from ..report import outputs
 
     # the cheap checks first, so a typo is reported before the catalog loads
     dtypes = select.resolve_dtypes(args.dtypes, DEFAULT_DTYPES)
@@ -162,9 +163,15 @@ def run(args) -> int:
     _check_executor(args, device)
     oracles = _deep_flags(args, oracles, device)
     imports = load(args.imports)
-    if not args.list:  # the fork server loads while this process loads the catalog to resolve the ops
+    if not args.list:
+        outputs.check(out=args.out, json=args.json, junit=args.junit)  # made now, or refused before any work
+        # the fork server loads while this process loads the catalog to resolve the ops
         begin_workers(device, cpus() if args.workers is None else args.workers, args.executor)
-    ops = select.resolve_ops(args.ops)
+    try:
+        ops = select.resolve_ops(args.ops)
+    finally:
+        if not imports:  # the names the catalog holds, for the next command's quick check (precheck)
+            _remember()
     if args.list:
         return _list(ops, device)
     config = SweepConfig(
@@ -187,6 +194,14 @@ def run(args) -> int:
     config, executor = _executor(config, given=args.workers is not None)
     return finish(config, out=Path(args.out), db=args.db, json_path=args.json, progress=not args.no_progress, junit_path=args.junit,
                   executor=executor)
+
+
+def _remember() -> None:
+    from ..cases import opinfo
+    from .precheck import remember
+
+    remember(ops=opinfo.catalog(), layouts=[layout.name for layout in layouts.ALL], variants=VARIANTS, oracles=BUILTIN.names(),
+             searches=search_registry.names())
 
 
 def _devices(args) -> tuple[str, tuple[int, ...]]:
@@ -249,22 +264,22 @@ def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
 def finish(config, *, out: Path, db: str | None, json_path: str | None, progress: bool, junit_path: str | None = None,
            executor: str = "") -> int:
     """Run the sweep (it writes the outputs), print the summary; the exit status. ``executor``: where it runs, in words."""
-    from ..report import outputs, terminal
+    from ..report import terminal
     from ..sweep import sweep
+    from .ending import finish as ending
 
-    outputs.check(out=out, json=json_path, junit=junit_path)
-    result = sweep(config, db=db or str(out / "runs.db"), progress=terminal.TerminalProgress(enabled=progress, executor=executor),
+    db = db or str(out / "runs.db")
+    result = sweep(config, db=db, progress=terminal.TerminalProgress(enabled=progress, executor=executor),
                    out=out, json=json_path, junit=junit_path)
-    terminal.summary(result, written=result.written)
-    return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
+    return ending(result, db=db)
 
 
 def _list(ops, device: str) -> int:
     import torch
-    from rich.console import Console
     from rich.table import Table
 
     from ..cases import select
+    from ..report.terminal import stdout
 
     table = Table(title=f"{len(ops)} ops", title_justify="left")
     for column in ("op", "variants", f"dtypes on {torch.device(device).type}", "source"):
@@ -272,5 +287,5 @@ def _list(ops, device: str) -> int:
     for name in ops:
         spec = select.spec(name, torch.device(device).type)
         table.add_row(name, ",".join(spec.variants), ",".join(spec.dtypes), spec.source)
-    Console().print(table)
+    stdout().print(table)
     return ExitCode.CLEAN

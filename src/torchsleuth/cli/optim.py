@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from ..errors import ExitCode, UsageError
+from ..errors import UsageError
 from ..optim.matrix import CATALOG_BUDGET, POINTED_OPTIMIZERS
 from .arguments import command, count, imports as load
 
@@ -128,7 +128,8 @@ def run(args) -> int:
     from ..cases.select import resolve_names
     from ..optim import DEFAULT_DTYPES, DTYPES, IMPLEMENTATIONS, LAYOUTS, OptimConfig, matrix, plan
     from ..optim.sweep import sweep
-    from ..report import outputs, terminal
+    from ..report import outputs
+    from .ending import finish
 
     # the cheap checks first, so that a typo is reported before anything runs
     dtypes = _dtypes(args.dtypes, DTYPES, DEFAULT_DTYPES)
@@ -151,9 +152,9 @@ def run(args) -> int:
     if not [c for c in plan.plan(specs, config) if not c.skip]:
         raise UsageError("nothing to run: no selected optimizer has the selected implementations and options "
                          f"({', '.join(implementations)}; {', '.join(options) or 'every option'})")
-    result = sweep(config, db=args.db or str(out / "runs.db"), progress=Progress(enabled=not args.no_progress), out=out, json=args.json)
-    terminal.summary(result, written=result.written)
-    return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
+    db = args.db or str(out / "runs.db")
+    result = sweep(config, db=db, progress=Progress(enabled=not args.no_progress), out=out, json=args.json)
+    return finish(result, db=db)
 
 
 def _settings(text: str | None, specs) -> tuple[str, ...]:

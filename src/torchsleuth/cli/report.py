@@ -50,7 +50,7 @@ def run(args) -> int:
     from ..report import html, junit, view
     from ..store.runs import open_run
     from ..frame import result as stored_result
-    from ..report.outputs import writable_file
+    from ..paths import writable_file
 
     # the outputs first, so that a typo costs nothing; the default output's folder is the database's
     if args.output:

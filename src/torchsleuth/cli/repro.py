@@ -10,7 +10,8 @@ from .arguments import command
 
 EPILOG = f"""\
 FINDING_ID is a finding's id as the sweep's summary, the findings file
-(--json) or `torchsleuth diff` shows it (f-3a9c0d1e2f). Ids are stable across
+(--json) or `torchsleuth diff` shows it (f-3a9c0d1e2f), or a group's id
+(g-490fe9f2): its first finding, the example the summary shows. Ids are stable across
 runs; when several runs of the database have the finding, the newest one's is
 used. A mistyped or truncated id is answered with the closest ids stored.
 
@@ -31,7 +32,7 @@ examples:
 
 def add_parser(commands) -> None:
     p = command(commands, "repro", "print or write the standalone repro script of one finding", __doc__, EPILOG)
-    p.add_argument("finding_id", metavar="FINDING_ID", help="the finding's id, f-...")
+    p.add_argument("finding_id", metavar="FINDING_ID", help="the finding's id, f-..., or a group's, g-... (its first finding)")
     p.add_argument("--db", metavar="PATH", default=DEFAULT_DB, help=f"the SQLite file a sweep wrote (default {DEFAULT_DB})")
     p.add_argument("-o", "--output", metavar="PATH", help="write the script to PATH (a folder: PATH/FINDING_ID.py) instead of printing it")
     p.set_defaults(run=run)
@@ -44,11 +45,16 @@ def run(args) -> int:
 
     store = open_store(args.db)
     try:
-        reported = reported_finding(store, args.finding_id)
+        wanted = args.finding_id.strip()
+        if wanted.startswith("g-"):  # a group: its first finding, the example the summary shows
+            wanted = _example(store, wanted)
+            if wanted is None:
+                raise UsageError(f"no group {args.finding_id.strip()!r} in {args.db}; the sweep's summary and `--json` file list the ids")
+        reported = reported_finding(store, wanted)
         if reported is None:
-            close = close_finding_ids(store, args.finding_id)
+            close = close_finding_ids(store, wanted)
             hint = f"; did you mean {', '.join(close)}?" if close else "; the sweep's summary and `--json` file list the ids"
-            raise UsageError(f"no finding {args.finding_id.strip()!r} in {args.db}{hint}")
+            raise UsageError(f"no finding {wanted!r} in {args.db}{hint}")
     finally:
         store.close()
     finding = reported.finding
@@ -72,6 +78,17 @@ def run(args) -> int:
         raise UsageError(f"cannot write the script to {str(target)!r}: {e.strerror or e}") from None
     print(f"repro of {finding.id} ({finding.op}, {finding.kind}; run {reported.run.id}) written to {target}; run it with `python {target}`")
     return ExitCode.CLEAN
+
+
+def _example(store, group_id: str) -> str | None:
+    """The first finding of group ``group_id`` in the newest run that has the group; None if none has it."""
+    from ..report.groups import of_run
+
+    for info in reversed(store.runs()):
+        for group in of_run(store, info.id)[1]:
+            if group.id == group_id:
+                return group.findings[0]
+    return None
 
 
 def _optim_script(finding, run) -> str:

@@ -11,7 +11,8 @@ from .arguments import command
 EPILOG = f"""\
 Each sweep is one run in the database (--db, default {DEFAULT_DB}): its
 id, what it swept, where and with which torch, when it started and finished
-('unfinished' if it was stopped: rerunning the same command resumes it), how
+('unfinished' if it was stopped: rerunning the same command resumes it;
+'failed' if the script `torchsleuth watch` ran raised), how
 many cases it judged and how many findings it made, and its seconds of work.
 
 Other commands name a run as RUN: {FORMS}.
@@ -30,36 +31,50 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    from ..store.lookup import run_counts
+    from ..report.terminal import fits, plural, stdout
+    from ..store.lookup import failures, run_counts
     from ..store.runs import open_store
 
     store = open_store(args.db)
     try:
         runs = store.runs()
         counts = run_counts(store)
+        failed = failures(store)
     finally:
         store.close()
-    console = Console()
+    console = stdout()
     if not runs:
         console.print(f"no runs in {args.db} yet; `torchsleuth ops --db {args.db}` makes one")
         return ExitCode.CLEAN
-    table = Table(title=f"{len(runs)} run{'s' if len(runs) != 1 else ''} in {args.db}", title_justify="left")
-    for column, justify in (("id", "right"), ("command", "left"), ("device", "left"), ("torch", "left"), ("started", "left"),
-                            ("finished", "left"), ("cases", "right"), ("findings", "right"), ("seconds", "right"), ("ops", "left")):
-        # folded rather than cut when the terminal is narrow: ids and counts must stay whole
-        table.add_column(column, justify=justify, overflow="fold")
+    title = f"{plural(len(runs), 'run')} in {args.db}"
+    columns = ("id", "command", "device", "torch", "started", "finished", "cases", "findings", "seconds", "ops")
+    rows = []
     for info in runs:
         cases, findings = counts.get(info.id, (0, 0))
-        table.add_row(
-            str(info.id), info.command, info.device, info.torch, when(info.started),
-            _finished(info),
-            str(cases), f"[red]{findings}[/]" if findings else "0", f"{info.seconds:.1f}", swept(info.config),
-        )
-    console.print(table)
+        finished = "failed" if info.id in failed else _finished(info)
+        rows.append((str(info.id), info.command, info.device, info.torch, when(info.started), finished, str(cases), str(findings),
+                     f"{info.seconds:.1f}", swept(info.config)))
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("id", "cases", "findings", "seconds") else "left",
+                         no_wrap=column in ("id", "started", "finished", "torch"))
+    for row in rows:
+        table.add_row(*(Text(cell, style=_STYLES.get(cell, "red" if i == 7 and cell != "0" else "")) for i, cell in enumerate(row)))
+    if fits(table, console):
+        console.print(table)
+        return ExitCode.CLEAN
+    console.print(Text(title))  # too narrow for the table: a run to a line, its id first
+    for id_, command_, device, torch, started, finished, cases, findings, seconds, ops in rows:
+        state = finished if finished in _STYLES else f"finished {finished}"
+        console.print(Text(f"{id_}  {command_} on {device}, torch {torch}; started {started}, {state}; {plural(int(cases), 'case')}, "
+                           f"{plural(int(findings), 'finding')}, {seconds} s" + (f"; {ops}" if ops else "")))
     return ExitCode.CLEAN
+
+
+_STYLES = {"unfinished": "yellow", "failed": "bold magenta"}
 
 
 def when(timestamp: float) -> str:
@@ -69,7 +84,7 @@ def when(timestamp: float) -> str:
 
 def _finished(info) -> str:
     if info.finished is None:
-        return "[yellow]unfinished[/]"
+        return "unfinished"
     finished = when(info.finished)
     # the same day as it started: the time alone
     return finished[11:] if finished[:10] == when(info.started)[:10] else finished

@@ -128,6 +128,7 @@ def run(args) -> int:
     from .. import devices
     from ..cases.select import resolve_names
     from ..report import outputs, terminal
+    from .ending import finish
     from ..shard import cases as shard_cases, placements as placing, support
     from ..shard.cases import DEFAULT_DTYPES, DTYPES, VARIANTS, ShardConfig
 
@@ -168,8 +169,7 @@ def run(args) -> int:
         result = torchrun.run(config, db=db, out=out, json=args.json, progress=None if args.no_progress else _Lines())
         code = ExitCode.CLEAN
         if result is not None:
-            terminal.summary(result, written=result.written)
-            code = ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
+            code = finish(result, db=db)
         torchrun.leave(code)
     else:
         from ..shard.sweep import sweep
@@ -177,8 +177,7 @@ def run(args) -> int:
         if support.simulator():
             print(f"{support.simulator()}: every case runs on spawned gloo ranks", flush=True)
         result = sweep(config, db=db, progress=terminal.TerminalProgress(enabled=not args.no_progress), out=out, json=args.json)
-    terminal.summary(result, written=result.written)
-    return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
+    return finish(result, db=db)
 
 
 class _Lines(Silent):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import runpy
 import sys
+import traceback
 from pathlib import Path
 
-from ..errors import ExitCode, UsageError
+from ..errors import ExitCode, UsageError, one_line
 from .arguments import command, fraction, positive
 
 EPILOG = """\
@@ -40,6 +41,13 @@ examples:
   torchsleuth watch --invariants-only train.py       # cheapest: invariants only
   torchsleuth watch --import my_kernels.py train.py  # with kernels registered by torch.library
 
+torchsleuth's flags go before the script: one written after it goes to the
+script (a warning says so).
+
+exit status: 0 no findings, 1 findings, 2 usage error, 3 the script failed
+(its traceback is shown, the run stored as failed), 4 nothing was checked
+(no optimizer step and no op call judged).
+
 in Python: `with torchsleuth.watch() as w: train()`, then `w.findings`.
 """
 
@@ -62,12 +70,17 @@ def add_parser(commands) -> None:
     p.add_argument("script", metavar="SCRIPT", help="the training script, run as `python SCRIPT ARGS` would run it")
     p.add_argument("script_args", nargs="...", metavar="ARGS", help="the script's own arguments")
     p.set_defaults(run=run)
+    _PARSER_FLAGS.update(flag for action in p._actions for flag in action.option_strings)
+
+
+_PARSER_FLAGS: set[str] = set()  # watch's own flags, to warn of one written after the script
 
 
 def run(args) -> int:
-    from ..report import outputs, terminal
+    from ..report import outputs
     from ..watch import watch
     from .arguments import imports
+    from .ending import finish
 
     script = Path(args.script)
     if not script.is_file():
@@ -76,22 +89,64 @@ def run(args) -> int:
     outputs.check(out=out, json=args.json)
     db = args.db or str(out / "runs.db")
     imports(args.imports)
+    _flags_after(args)
     argv = sys.argv
     sys.argv = [str(script), *args.script_args]
     sys.path.insert(0, str(script.resolve().parent))
-    status = 0
+    error = None
     with watch(db=db, every=args.every, sample=args.sample, invariants_only=args.invariants_only, all_steps=args.all_steps,
                repeats=args.judge == "every", program=" ".join(sys.argv), out=out, json=args.json) as session:
         try:
             runpy.run_path(str(script), run_name="__main__")
-        except SystemExit as e:  # the script's own exit: keep what was found
+        except SystemExit as e:  # the script's own exit: a failure unless it is 0
             status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if status:
+                session.failure = f"the script exited with status {status}"
+        except Exception as e:  # the script raised: stored as a failed run, its traceback shown as the user's
+            error = e
+            session.failure = f"the script raised {one_line(e)}"
         finally:
             sys.argv = argv
             if sys.path and sys.path[0] == str(script.resolve().parent):
                 sys.path.pop(0)
+    if error is not None:
+        sys.stderr.write(user_traceback(error))
     result = session.result
-    terminal.summary(result, written=result.written)
-    if status:
-        print(f"the script exited with status {status}", file=sys.stderr)
-    return ExitCode.FINDINGS if result.findings else ExitCode.CLEAN
+    steps, calls = session.context.step, (session.shadow.judged if session.shadow else 0)
+    why = ("the script made no optimizer step" + ("" if args.invariants_only else " and no op call torchsleuth could judge")
+           + " (is the training loop behind a flag, or not reached?)")
+    status = finish(result, db=db, checked=steps + calls, why=why)
+    if not steps and calls and not session.failure:
+        print("the script made no optimizer step: the training invariants were not checked, only its op calls")
+    if session.failure:
+        print(f"{session.failure}: the run is stored as failed (exit status {int(ExitCode.SCRIPT_FAILED)})", file=sys.stderr)
+        return ExitCode.SCRIPT_FAILED
+    return status
+
+
+def user_traceback(error: BaseException) -> str:
+    """``error``'s traceback as Python would print it for the script, less torchsleuth's frames and runpy's."""
+    here = str(Path(__file__).resolve().parents[1])
+    hidden = (here, runpy.__file__, "<frozen runpy>")
+    exception = traceback.TracebackException.from_exception(error)
+    for part in _chain(exception):
+        part.stack = traceback.StackSummary.from_list([f for f in part.stack if not f.filename.startswith(hidden)])
+    return "".join(exception.format())
+
+
+def _chain(exception: traceback.TracebackException):
+    seen = set()
+    while exception is not None and id(exception) not in seen:
+        seen.add(id(exception))
+        yield exception
+        exception = exception.__cause__ or exception.__context__
+
+
+def _flags_after(args) -> None:
+    """A warning for each of torchsleuth's watch flags written after the script: they go to the script, as its own."""
+    ours = {flag for flag in _PARSER_FLAGS if flag.startswith("--")} - {"--help"}  # a script's own --help is common
+    given = list(dict.fromkeys(a.partition("=")[0] for a in args.script_args if a.partition("=")[0] in ours))
+    if given:
+        print(f"warning: {', '.join(given)} after the script {args.script} go{'es' if len(given) == 1 else ''} to the "
+              f"script, not to torchsleuth; put torchsleuth's flags before the script (torchsleuth watch {given[0]} ... {args.script})",
+              file=sys.stderr)

@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..report import findings_file
+from ..report.terminal import stdout
 from .classes import BugClass, placed
 from .records import ClassResult, ControlResult, DrillResult
 
@@ -61,7 +62,7 @@ def _verdict(caught: bool) -> Text:
 
 def summary(result: DrillResult, *, console: Console | None = None) -> None:
     """The one screen after a drill: a row per class, the control, and the verdict."""
-    console = console or Console()
+    console = console or stdout()
     table = Table(title=f"drill on {result.device}, torch {result.torch}: {result.cases} cases in {result.seconds:.1f} s", title_justify="left")
     for column in ("class", "op", "condition planted", "expected finding", "result", "s"):
         # names stay whole (they are what --classes takes); the prose wraps

@@ -6,31 +6,25 @@ run frame (``frame.run_frame``), so a caller from Python gets the same files
 the command line writes; the CLI only passes the paths through. The repro
 scripts are each command's own (an optimizer's script is not an op's): the
 command hands in its writer; the default is ``report.repro``'s, the op
-scripts. Paths are checked before any work (``check``), so a typo in one
-does not cost a sweep.
+scripts. Paths are checked before any work (``check``, from ``paths``, which
+the command line also calls before torch loads), so a typo in one does not
+cost a sweep.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from ..errors import UsageError
 from ..judge.records import Finding
+from .. import paths
 from . import findings_file, groups as grouping, junit as junit_xml, repro, view
+
+# Refuse, before any work, output paths that cannot be written (``paths.check``: beside what writes them).
+check = paths.check
 
 # A command's repro script writer: findings (as reported) and the folder -> finding id -> script path.
 Scripts = Callable[[Iterable[Finding], Path], dict[str, Path]]
-
-
-def check(*, out: str | Path | None = None, json: str | Path | None = None, junit: str | Path | None = None) -> None:
-    """Refuse, before any work and without creating anything, output paths that cannot be written."""
-    if out is not None and not creatable_dir(Path(out)):
-        raise UsageError(f"cannot write to --out {str(out)!r}: give a writable directory (it is made if missing)")
-    for flag, path in (("--json", json), ("--junit", junit)):
-        if path:
-            writable_file(path, flag)
 
 
 def write_outputs(result, *, out: str | Path | None = None, json: str | Path | None = None, junit: str | Path | None = None,
@@ -60,17 +54,3 @@ def write_outputs(result, *, out: str | Path | None = None, json: str | Path | N
         junit_xml.write(junit, view.build(result, groups), view.tallies(rows))
         written["junit"] = str(junit)
     return written
-
-
-def writable_file(path: str | Path, flag: str) -> None:
-    """Refuse a file path that cannot be written (a folder, or under a regular file or a read-only folder)."""
-    if Path(path).is_dir() or not creatable_dir(Path(path).resolve().parent):
-        raise UsageError(f"cannot write the {flag} file {str(path)!r}: not a writable file path")
-
-
-def creatable_dir(path: Path) -> bool:
-    """Whether ``path`` is a writable directory, or could be made one under a writable one."""
-    path = path.resolve()
-    while not path.exists():
-        path = path.parent
-    return path.is_dir() and os.access(path, os.W_OK)

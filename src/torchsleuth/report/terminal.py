@@ -6,21 +6,90 @@ stderr for progress and stdout for the summary, so that ``--json -`` style
 piping and a progress bar do not mix. Text from the run (reasons, notes,
 diagnoses) is printed as plain ``Text``, never as rich markup, so a reason
 holding ``[/]`` prints as it is.
+
+What a terminal 80 columns wide, or a pipe, gets (``console``, ``fits``):
+an id is never broken across lines (a table whose columns cannot each hold
+their longest word is printed as lines instead, one group or run to a line,
+the id first), and no line ends in the spaces rich pads tables and wrapped
+text with. Counts are said in words, once: "16 findings in 1 group; 40
+passed; 8 raised (loud)". The summary ends with what to do next: the
+commands that print the first group's repro, write the HTML report and the
+upstream bug report.
 """
 
 from __future__ import annotations
 
+import io
+import re
+import sys
+
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
 from ..judge.records import Outcome
+from ..store.runs import DEFAULT_DB
 from . import view
 
 # How many rows of each table the summary shows before "... and N more".
 ROWS = 15
 _STATUS_STYLES = {"pass": "green", "finding": "bold red", "raised": "yellow", "skip": "dim", "error": "bold magenta"}
+# How each status's count reads: "40 passed".
+_STATUS_WORDS = {"pass": "passed", "raised": "raised (loud)", "skip": "not judged", "error": "torchsleuth errors"}
+# What a line may end in that a reader cannot see: spaces, and the escape codes that close a style after them.
+_PADDING = re.compile(r"(?:[ \t]|\x1b\[[0-9;]*m)+$")
+_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class _Trimmed(io.TextIOBase):
+    """A text stream that writes each line without the padding at its end (rich pads table titles and wrapped lines)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        for line in lines:
+            self.stream.write(trimmed(line) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self.stream.write(self._pending)
+            self._pending = ""
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+
+def trimmed(line: str) -> str:
+    """``line`` without trailing spaces, keeping the escape codes among them (a style closed after the text)."""
+    tail = _PADDING.search(line)
+    return line if tail is None else line[: tail.start()] + "".join(_ESCAPE.findall(tail.group()))
+
+
+def stdout() -> Console:
+    """The console a command's summary is printed on: stdout, lines trimmed."""
+    return Console(file=_Trimmed(sys.stdout))
+
+
+def fits(table: Table, console: Console) -> bool:
+    """Whether ``table`` fits the console with no word broken: each column at least as wide as its longest word."""
+    # measured as if unbounded: rich clamps a column's minimum to the width it would squeeze the table into
+    return Measurement.get(console, console.options.update_width(1 << 16), table).minimum <= console.width
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """``1 group``, ``2 groups``."""
+    return f"{count} {word if count == 1 else (words or word + 's')}"
 
 
 class TerminalProgress:
@@ -84,32 +153,24 @@ class TerminalProgress:
             self._bar.stop()
 
 
-def summary(result, *, console: Console | None = None, groups=None, written: dict[str, str] | None = None) -> None:
-    """The one screen after a sweep: counts, findings by group, what was skipped and why, kernel coverage."""
-    render(view.build(result, groups), console=console, written=written, coverage=getattr(result, "coverage", None))
+def summary(result, *, console: Console | None = None, groups=None, written: dict[str, str] | None = None, db: str | None = None) -> None:
+    """The one screen after a sweep: counts, findings by group, what was skipped and why, kernel coverage, what next."""
+    render(view.build(result, groups), console=console, written=written, coverage=getattr(result, "coverage", None), db=db)
 
 
-def render(report: view.ReportView, *, console: Console | None = None, written: dict[str, str] | None = None, coverage=None) -> None:
-    """``report`` on one screen; the HTML report shows the same records in full. ``coverage``: a ``store.coverage.Coverage``."""
-    console = console or Console()
+def render(report: view.ReportView, *, console: Console | None = None, written: dict[str, str] | None = None, coverage=None,
+           db: str | None = None) -> None:
+    """``report`` on one screen; the HTML report shows the same records in full. ``coverage``: a ``store.coverage.Coverage``;
+    ``db``: the database the run is in, for the commands of the last lines."""
+    console = console or stdout()
     run = report.run
-    line = Text()
-    line.append(f"run {run.id}", style="bold")
-    line.append(f"  {run.command} on {run.device}, torch {run.torch}: {run.cases} cases in {run.seconds:.1f} s  ")
-    for status, count in run.statuses:
-        line.append(f"{count} {status}  ", style=_STATUS_STYLES.get(status, ""))
-    console.print(line)
+    # a watch's cases are its findings; what it judged, its op calls and steps, is its note's count
+    counted = "" if run.command == "watch" else f": {plural(run.cases, 'case')}"
+    console.print(Text.assemble((f"run {run.id}", "bold"), f"  {run.command} on {run.device}, torch {run.torch}{counted} in {run.seconds:.1f} s"))
+    console.print(counts(report))
 
     if report.groups:
-        table = Table(title=f"{report.findings} findings", title_justify="left", show_lines=False)
-        for column in ("group", "op", "kind", "variant", "dtype", "where", "n", "example"):
-            table.add_column(column, overflow="fold")
-        for group in report.groups[:ROWS]:
-            cells = (group.id, group.op, group.kind, group.variant, ", ".join(group.dtypes), ", ".join(group.layouts), str(len(group.findings)), group.example)
-            table.add_row(*map(Text, cells))
-        console.print(table)
-        if len(report.groups) > ROWS:
-            console.print(f"... and {len(report.groups) - ROWS} more groups")
+        _groups(report, console)
         for group in report.groups[:ROWS]:
             if group.diagnosis:
                 console.print(Text.assemble((f"{group.id} diagnosis: ", "bold"), group.diagnosis))
@@ -118,8 +179,6 @@ def render(report: view.ReportView, *, console: Console | None = None, written: 
                     console.print(Text.assemble((f"{group.id}: ", "bold"), finding.summary))
                     if finding.detail:
                         console.print(Text(f"    {finding.detail}", style="dim"))
-    else:
-        console.print("[green]no findings[/]")
 
     for reasons in report.reasons:
         table = Table(title=reasons.title, title_justify="left")
@@ -131,7 +190,7 @@ def render(report: view.ReportView, *, console: Console | None = None, written: 
         console.print(table)
     if report.flaky:
         count = len(report.flaky)
-        console.print(Text(f"{count} finding{'s' if count != 1 else ''} did not recur when replayed (flaky; not reported as bugs)", style="dim"))
+        console.print(Text(f"{plural(count, 'finding')} did not recur when replayed (flaky; not reported as bugs)", style="dim"))
     for f in report.internal:  # a crash no standalone script reproduces (shrink.attribute)
         console.print(Text.assemble(("torchsleuth's own failure, not the op's: ", "bold magenta"), f"{f.id} {f.summary}"))
     for unit, detail in report.failed_units:
@@ -141,7 +200,67 @@ def render(report: view.ReportView, *, console: Console | None = None, written: 
     if coverage is not None and coverage.ops:
         _coverage(coverage, console)
     for what, where in (written or {}).items():
-        console.print(f"{what}: {where}")
+        console.print(Text(f"{what}: {where}"))
+    for line in next_steps(report, db=db):
+        console.print(Text(line))
+
+
+def counts(report: view.ReportView) -> Text:
+    """The run's counts in words: "16 findings in 1 group; 40 passed; 8 raised (loud)"."""
+    statuses = dict(report.run.statuses)
+    parts = []
+    if report.findings:
+        found = f"{plural(report.findings, 'finding')} in {plural(len(report.groups), 'group')}"
+        failing = statuses.get("finding", report.findings)
+        if failing != report.findings and report.run.command != "watch":
+            found += f" (from {plural(failing, 'case')})"
+        parts.append((found, _STATUS_STYLES["finding"]))
+    else:
+        parts.append(("no findings", "green"))
+    for status, count in statuses.items():
+        if status != "finding":
+            parts.append((f"{count} {_STATUS_WORDS.get(status, status)}", _STATUS_STYLES.get(status, "")))
+    text = Text()
+    for i, (words, style) in enumerate(parts):
+        text.append("; " if i else "")
+        text.append(words, style=style)
+    return text
+
+
+def next_steps(report: view.ReportView, *, db: str | None = None) -> list[str]:
+    """What to do next, as the commands to type: the first group's repro, the HTML report, the upstream bug report."""
+    where = f" --db {db}" if db and db != DEFAULT_DB else ""
+    if not report.groups:
+        return ["next: the run as one HTML page:", f"  torchsleuth report latest{where}"]
+    first = report.groups[0].id
+    return ["next: the first group's repro script (it needs only torch), the run as one HTML page, a bug report to file upstream:",
+            f"  torchsleuth repro {first}{where}", f"  torchsleuth report latest{where}", f"  torchsleuth report --issue {first}{where}"]
+
+
+def _groups(report: view.ReportView, console: Console) -> None:
+    """The groups as a table where it fits; else one group to a line, its id first, so that no id is ever broken."""
+    shown = report.groups[:ROWS]
+    table = Table(show_lines=False)
+    for column in ("group", "op", "kind", "dtype", "where", "n", "example"):
+        table.add_column(column, no_wrap=column in ("group", "example", "n"))
+    for group in shown:
+        table.add_row(*map(Text, (group.id, _op(group), group.kind, ", ".join(group.dtypes), ", ".join(group.layouts),
+                                  str(len(group.findings)), group.example)))
+    if fits(table, console):
+        console.print(table)
+    else:
+        for group in shown:
+            console.print(Text.assemble((group.id, "bold"), f"  {_op(group)}, {group.kind}, {', '.join(group.dtypes)}: "
+                                        f"{plural(len(group.findings), 'finding')}, e.g. {group.example}; "
+                                        f"where: {', '.join(group.layouts)}"))
+    if len(report.groups) > ROWS:
+        console.print(f"... and {len(report.groups) - ROWS} more groups")
+
+
+def _op(group: view.GroupView) -> str:
+    """The group's aten overload, and its variant where the overload does not say it (``add_``, ``.out`` do)."""
+    said = group.variant in ("functional", "inplace", "out") or group.op.rpartition(".")[2] == group.variant  # Adam.step, step
+    return group.op if said else f"{group.op} ({group.variant})"
 
 
 def _coverage(coverage, console: Console) -> None:

@@ -72,3 +72,8 @@ def run_counts(store: Store) -> dict[int, tuple[int, int]]:
     cases = dict(store.db.execute("SELECT run, COUNT(*) FROM outcomes GROUP BY run").fetchall())
     findings = dict(store.db.execute("SELECT run, COUNT(*) FROM findings GROUP BY run").fetchall())
     return {run: (cases.get(run, 0), findings.get(run, 0)) for run in cases.keys() | findings.keys()}
+
+
+def failures(store: Store) -> dict[int, str]:
+    """Run id -> why it failed, for the runs stored as failed (a watched script that raised: a note of kind ``failed``)."""
+    return dict(store.db.execute("SELECT run, detail FROM notes WHERE kind = 'failed'").fetchall())

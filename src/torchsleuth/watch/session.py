@@ -34,7 +34,7 @@ from typing import Iterator
 import torch
 
 from ..cases.records import Case
-from ..errors import UsageError
+from ..errors import UsageError, one_line
 from ..judge.records import Finding, Outcome
 from ..report import outputs
 from ..frame import Frame, run_frame
@@ -71,6 +71,7 @@ class Watch:
         self.shadow = None if config.invariants_only else ShadowMode(self.context, every=config.every, sample=config.sample,
                                                                      repeats=config.repeats)
         self.result = None
+        self.failure = ""  # why the watched program failed (it raised, or exited non-zero): the run is stored as failed
 
     @property
     def findings(self) -> list[Finding]:
@@ -187,6 +188,9 @@ def watch(*, db: str | None = None, every: int = 1, sample: float = 1.0, invaria
     try:
         with session.active():
             yield session
+    except BaseException as e:  # the block raised: the run is stored, as failed
+        session.failure = session.failure or f"the block raised {one_line(e)}"
+        raise
     finally:
         if db is not None:
             with run_frame(config, db=db, out=out, json=json, junit=junit, started=started) as frame:
@@ -200,7 +204,10 @@ def store(session: Watch, frame: Frame) -> None:
         frame.record(Outcome(case=Case.parse(finding.case_id), status="finding", findings=(finding,)))
     judged = session.shadow.judged if session.shadow else 0
     how = "every call" if session.config.repeats else "each distinct call once"
-    frame.note("watch", f"{session.context.step} optimizer steps; {judged} op calls judged ({how})")
+    steps = session.context.step
+    frame.note("watch", f"{steps} optimizer step{'s' if steps != 1 else ''}; {judged} op call{'s' if judged != 1 else ''} judged ({how})")
+    if session.failure:
+        frame.note("failed", session.failure)
     sampled = session.checks.sampled()
     if sampled:
         frame.note("watch", sampled)
