@@ -17,7 +17,7 @@ from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 
-class MLP(torch.nn.Module):
+class Block(torch.nn.Module):
     def __init__(self, width: int = 8, hidden: int = 16):
         super().__init__()
         self.up = torch.nn.Linear(width, hidden)
@@ -27,6 +27,15 @@ class MLP(torch.nn.Module):
         return self.down(torch.softmax(self.up(x), dim=-1))
 
 
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+
+    def forward(self, x):
+        return x + self.block(x)
+
+
 def main(steps: int = 3) -> float:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda":
@@ -34,7 +43,7 @@ def main(steps: int = 3) -> float:
     mesh = init_device_mesh(device, (int(os.environ["WORLD_SIZE"]),))
     torch.manual_seed(0)
     model = MLP().to(device)
-    model = parallelize_module(model, mesh, {"up": ColwiseParallel(use_local_output=False), "down": RowwiseParallel()})
+    model = parallelize_module(model, mesh, {"block.up": ColwiseParallel(use_local_output=False), "block.down": RowwiseParallel()})
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     for step in range(steps):
         x = torch.randn(2, 4, 8, device=device)  # the same on every rank: seeded alike

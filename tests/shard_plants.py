@@ -120,7 +120,7 @@ _RULE_PLANTS = """\
 import copy
 
 import torch
-from torch.distributed.tensor import DTensor, Partial, Shard
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 from torch.distributed.tensor._dtensor_spec import DTensorSpec
 from torch.distributed.tensor._sharding_prop import LocalLRUCache
 from torch.distributed.tensor.placement_types import _StridedShard
@@ -169,6 +169,10 @@ def _patched(schema):
             result = _with(result, source.placements)
             result.redistribute_schema, result.needs_redistribute = None, False
             return result
+    if "partial_claimed_replicated" in MODES and schema.op in REDUCTIONS + (torch.ops.aten.sum.default,):
+        # a reduction over a sharded dim claims its partial sums Replicate: the all-reduce forgotten
+        if any(isinstance(p, Partial) for p in spec.placements):
+            return _with(result, [Replicate() if isinstance(p, Partial) else p for p in spec.placements])
     if "keepdim_partial_claimed_as_shard" in MODES and schema.op in REDUCTIONS and _keepdim(schema):
         # a keepdim reduction over a sharded dim: the partial sums claimed as a Shard of the reduced dim
         reduced = min(_reduced(schema))
@@ -188,6 +192,7 @@ def rule_plant(*modes: str) -> str:
       (the split factor lost);
     * ``strided_reduced_dim_not_replicated``: softmax over a dim held as ``_StridedShard`` computed on the local rows,
       without replicating them first; ``reduced_dim_not_replicated``: the same over any ``Shard`` of that dim;
-    * ``keepdim_partial_claimed_as_shard``: a keepdim reduction over a sharded dim claims its partial sums a ``Shard``.
+    * ``keepdim_partial_claimed_as_shard``: a keepdim reduction over a sharded dim claims its partial sums a ``Shard``;
+      ``partial_claimed_replicated``: any sum or mean over a sharded dim claims them ``Replicate`` (no all-reduce).
     """
     return _RULE_PLANTS.format(modes=set(modes))

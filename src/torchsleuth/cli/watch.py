@@ -70,6 +70,9 @@ def add_parser(commands) -> None:
                    help="module or .py file imported first, e.g. to register kernels (repeatable)")
     p.add_argument("--nproc", type=positive, metavar="N",
                    help="run the script on N ranks as torchrun would (a sharded program: its DTensor calls judged)")
+    p.add_argument("--parity", action="store_true",
+                   help="with --nproc: run the script on one rank too, and report the first step and parameter at which the "
+                        "runs' losses or full gradients part beyond the reduction order's allowance")
     p.add_argument("--out", default="torchsleuth-out", metavar="DIR", help="where repro scripts go (default ./torchsleuth-out)")
     p.add_argument("--db", metavar="PATH", help="SQLite file the findings are stored in (default DIR/runs.db)")
     p.add_argument("--json", metavar="PATH", help="write the findings file (its keys: docs/findings.md) to PATH")
@@ -93,6 +96,8 @@ def run(args) -> int:
         raise UsageError("--nproc starts the ranks itself: under torchrun leave it out (torchrun --nproc-per-node N -m torchsleuth watch ...)")
     if place is not None or args.nproc:
         _sharded_support()
+    if args.parity and not args.nproc and (place is None or not place.parent):
+        raise UsageError("--parity runs the script at two world sizes, which it starts itself: give --nproc N as well")
     out = Path(args.out)
     if place is None or (place.rank == 0 and not place.parent):
         outputs.check(out=out, json=args.json)
@@ -107,7 +112,8 @@ def run(args) -> int:
     stored = place is None
     with watch(db=db if stored else None, every=args.every, sample=args.sample, invariants_only=args.invariants_only,
                all_steps=args.all_steps, repeats=args.judge == "every", program=" ".join(sys.argv), out=out if stored else None,
-               json=args.json if stored else None, ranks=place.world if place else 0, rank=place.rank if place else 0) as session:
+               json=args.json if stored else None, ranks=place.world if place else 0, rank=place.rank if place else 0,
+               parity=args.parity) as session:
         try:
             runpy.run_path(str(script), run_name="__main__")
         except SystemExit as e:  # the script's own exit: keep what was found
@@ -140,7 +146,7 @@ def _sharded_support() -> None:
 def _child_argv(args) -> list[str]:
     """The flags a rank's own ``torchsleuth watch`` gets: the judging ones (the parent stores and writes the outputs)."""
     argv = ["--every", str(args.every), "--sample", str(args.sample), "--judge", args.judge]
-    argv += ["--invariants-only"] * args.invariants_only + ["--all-steps"] * args.all_steps
+    argv += ["--invariants-only"] * args.invariants_only + ["--all-steps"] * args.all_steps + ["--parity"] * args.parity
     for name in args.imports:
         argv += ["--import", name]
     return [*argv, args.script, *args.script_args]
@@ -155,9 +161,12 @@ def _parent(args, out: Path, db: str) -> int:
     program = " ".join([args.script, *args.script_args])
     config = WatchConfig(program=program, every=args.every, sample=args.sample, invariants_only=args.invariants_only,
                          repeats=args.judge == "every", all_steps=args.all_steps, ranks=args.nproc)
+    alone = launch.spawn(1, _child_argv(args)) if args.parity else None
     posts, codes = launch.spawn(args.nproc, _child_argv(args))
     with run_frame(config, db=db, out=out, json=args.json, scripts=sharded_repro.writer(tuple(args.imports))) as frame:
         launch.record(frame, posts, codes, args.nproc)
+        if alone is not None:
+            launch.record_parity(frame, alone[0][0], posts[0], args.nproc, program)
     result = frame.result
     terminal.summary(result, written=result.written)
     failed = [r for r, code in enumerate(codes) if code]

@@ -41,6 +41,7 @@ from .. import codec
 from ..cases.records import Case
 from ..errors import UsageError
 from ..judge.records import Finding, Outcome
+from . import parity
 
 # Set in the environment of the ranks ``--nproc`` starts: their parent gathers what they post.
 PARENT = "TORCHSLEUTH_WATCH_PARENT"
@@ -90,7 +91,8 @@ def payload(session, *, rank: int, status: int, extra: dict | None = None) -> di
     return {
         "rank": rank, "status": status, "steps": session.context.step, "findings": [codec.encode(f) for f in session.findings],
         "judged": shadow.judged if shadow else 0, "dtensor_judged": getattr(shadow, "dtensor_judged", 0),
-        "errors": dict(shadow.errors) if shadow else {}, "sampled": session.checks.sampled(), **(extra or {}),
+        "errors": dict(shadow.errors) if shadow else {}, "sampled": session.checks.sampled(),
+        "parity": session.parity.payload() if session.parity is not None and rank == 0 else None, **(extra or {}),
     }
 
 
@@ -167,6 +169,20 @@ def _one(found: list[tuple[int, Finding]], world: int) -> Finding:
         data = json.dumps(loaded)
     words = f" Wrong on {on}." if first.kind == "sharding_mismatch" else f" (on {on})"
     return dataclasses.replace(first, summary=first.summary + words, data=data)
+
+
+def record_parity(frame, alone: dict | None, first: dict | None, world: int, program: str) -> None:
+    """The parity of the run on one rank (``alone``, its only rank's post) and rank 0's of the run on ``world``."""
+    if not alone or not first or not alone.get("parity") or not first.get("parity"):
+        frame.note("parity", "not compared: a run posted no record of its steps")
+        return
+    found = parity.compare(alone["parity"], first["parity"], world, program)
+    steps = min(len(alone["parity"]["grads"]), len(first["parity"]["grads"]))
+    if found is not None:
+        frame.record(Outcome(case=Case.parse(found.case_id), status="finding", findings=(found,)))
+    frame.note("parity", f"the first {steps} steps' losses and full gradients compared with the run on one rank"
+                         + ("" if found is None else f": they part at step {found.case_id.split('|')[4][1:]}")
+                         + (f"; that run had {len(alone['findings'])} finding(s) of its own" if alone.get("findings") else ""))
 
 
 def record(frame, posts: list[dict | None], codes: list[int | None], world: int) -> None:

@@ -63,8 +63,9 @@ from ..shard.results import is_number, number, number_dtype
 from . import names as naming
 from .shadow import Context, ShadowMode, _key, _user_frames
 
-# Namespaces of ops the program does not compute with: collectives and their wrappers.
-NOT_JUDGED = frozenset({"c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "profiler"})
+# Namespaces of ops the program does not compute with: the parallelism's own plumbing, collectives and FSDP2's
+# buffers (whose fsdp::all_gather_copy_in writes an argument its schema says it only reads: bench/watch-sharded.md).
+NOT_JUDGED = frozenset({"c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "fsdp", "profiler"})
 # Ops on DTensors not judged: they compute nothing, or draw random numbers (each shard from its own stream).
 PLUMBING = frozenset({"detach", "alias", "lift_fresh", "_to_copy", "clone", "copy_", "empty_like", "zeros_like", "ones_like",
                       "new_empty", "new_empty_strided", "empty_strided", "_local_scalar_dense_if_replicated"})
@@ -201,8 +202,8 @@ class ShardedShadow(ShadowMode):
                    f"{worst.numel} elements beyond tolerance, off by up to {worst.max_abs_err:.3g} (allowed {worst.allowed:.3g})")
         else:
             how = f"{what}: {worst.attribute} expected {worst.expected}, got {worst.actual}"
-        summary = (f"{op} on a {mesh_name} mesh with {words_in}: the rule claims {claim}, and {how}. "
-                   f"Step {step}, in {where}.")
+        at = where if where.startswith("outside") else f"in {where}"
+        summary = f"{op} on a {mesh_name} mesh with {words_in}: the rule claims {claim}, and {how}. Step {step}, {at}."
         names = self._names(placed)
         stack = "; ".join(f"{f.filename}:{f.lineno} in {f.name}" for f in _user_frames())
         detail = "; ".join(x for x in (f"step {step}, in {where}", ", ".join(f"{p} is {n}" for p, n in names.items()),
@@ -210,7 +211,8 @@ class ShardedShadow(ShadowMode):
         key = json.dumps([op, ins, shapes, claimed, worst.path, worst.attribute])
         fid = "f-" + hashlib.sha256(f"{key}|sharding_mismatch|watch".encode()).hexdigest()[:10]
         case = Case(op=op, variant=live.variant_of(func), dtype=dtype, device=str(some.device_mesh.device_type), sample=step,
-                    layouts=tuple(sorted(ins.items())), edits=(f"mesh:{mesh_name}",), oracle="sharded")
+                    layouts=tuple(sorted(ins.items())), oracle="sharded",
+                    edits=(f"mesh:{mesh_name}", *(f"shape:{p}={'x'.join(map(str, shape)) or '0d'}" for p, shape in shapes.items())))
         data = {"function": f"torch.ops.{op}", "mesh": list(mesh.shape), "placements": ins, "claimed": claimed, "module": module,
                 "step": step, "ranks": [self.rank], "world": self.world, "names": names, "stack": stack,
                 "call": _call_source(args, kwargs), "tensors": _blob(full), "shapes": shapes,
