@@ -109,8 +109,10 @@ def test_an_fsdp2_reduction_claimed_replicated_is_named_and_parity_sees_the_loss
     done, data = fsdp2_planted
     assert done.returncode == 1, done.stderr[-2000:]
     found = by_op(data)
-    summed = found["aten.sum.default"]
-    assert "input (Shard(0)) of shape [16, 8]" in summed["summary"] and "the rule claims out (Replicate)" in summed["summary"]
+    sums = {f["summary"].split(" of shape ")[1].split(":")[0]: f for f in data["findings"] if f["op"] == "aten.sum.default"}
+    assert set(sums) == {"[16, 8]", "[16]", "[4, 16]", "[4]"}  # each parameter's sum of squares: a distinct call each
+    summed = sums["[16, 8]"]
+    assert "input (Shard(0))" in summed["summary"] and "the rule claims out (Replicate)" in summed["summary"]
     assert "Step 0, outside any module." in summed["summary"] and "train_fsdp2.py" in summed["detail"]
     assert "at step 0: " in found["parity"]["summary"] and "the loss is" in found["parity"]["summary"]
     assert {f["kind"] for f in data["findings"]} == {"sharding_mismatch", "parity_mismatch"}  # no invariant broken

@@ -54,6 +54,10 @@ def run(args) -> int:
     finding = reported.finding
     if reported.run.command == "optim":
         text = _optim_script(finding, reported.run)
+    elif reported.run.command == "watch" and _sharded(finding):
+        from ..watch import sharded_repro
+
+        text = sharded_repro.script(finding, sharded_repro.resolved(tuple(reported.run.config.get("imports", ()))))
     elif reported.run.command == "shard":
         from ..shard.repro import script as shard_script
 
@@ -72,6 +76,13 @@ def run(args) -> int:
         raise UsageError(f"cannot write the script to {str(target)!r}: {e.strerror or e}") from None
     print(f"repro of {finding.id} ({finding.op}, {finding.kind}; run {reported.run.id}) written to {target}; run it with `python {target}`")
     return ExitCode.CLEAN
+
+
+def _sharded(finding) -> bool:
+    """A DTensor call ``watch`` judged on a sharded program (watch.sharded_repro writes its script)."""
+    from ..watch import sharded_repro
+
+    return sharded_repro.is_ours(finding)
 
 
 def _optim_script(finding, run) -> str:

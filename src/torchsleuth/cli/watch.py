@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import runpy
 import sys
 import traceback
@@ -160,7 +161,8 @@ def _parent(args, out: Path, db: str) -> int:
 
     program = " ".join([args.script, *args.script_args])
     config = WatchConfig(program=program, every=args.every, sample=args.sample, invariants_only=args.invariants_only,
-                         repeats=args.judge == "every", all_steps=args.all_steps, ranks=args.nproc)
+                         repeats=args.judge == "every", all_steps=args.all_steps, ranks=args.nproc,
+                         parity=args.parity, imports=tuple(args.imports))
     alone = launch.spawn(1, _child_argv(args)) if args.parity else None
     posts, codes = launch.spawn(args.nproc, _child_argv(args))
     with run_frame(config, db=db, out=out, json=args.json, scripts=sharded_repro.writer(tuple(args.imports))) as frame:
@@ -187,7 +189,8 @@ def _rank_done(args, session, place, status: int, out: Path, db: str) -> int:
         return status
     posts = launch.collect(place.world, skip=0)
     posts[0] = mine
-    with run_frame(session.config, db=db, out=out, json=args.json, scripts=sharded_repro.writer(tuple(args.imports))) as frame:
+    config = dataclasses.replace(session.config, imports=tuple(args.imports))
+    with run_frame(config, db=db, out=out, json=args.json, scripts=sharded_repro.writer(tuple(args.imports))) as frame:
         launch.record(frame, posts, [], place.world)
     result = frame.result
     terminal.summary(result, written=result.written)

@@ -59,6 +59,7 @@ class WatchConfig:
     all_steps: bool = False  # check the invariants at every step, not as watch.cadence chooses
     ranks: int = 0  # a sharded program's world size (watch.ranks); 0: one process, not launched
     parity: bool = False  # record each step's loss and full gradients (watch.parity)
+    imports: tuple[str, ...] = ()  # the --import modules, which the repro scripts of a sharded run import first
 
     def key(self) -> str:
         # every watch is a run of its own: a program is not resumed

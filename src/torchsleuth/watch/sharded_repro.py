@@ -35,7 +35,7 @@ from ..shard import placements as placing, repro as shard_repro, split
 
 def writer(imports: tuple[str, ...] = ()):
     """The run frame's script writer: watch's DTensor findings here, every other one as report.repro writes it."""
-    imports = tuple(str(Path(m).resolve()) if m.endswith(".py") else m for m in imports)
+    imports = resolved(imports)
 
     def write(findings: Iterable[Finding], out: Path) -> dict[str, Path]:
         findings = list(findings)
@@ -50,6 +50,11 @@ def writer(imports: tuple[str, ...] = ()):
         return written
 
     return write
+
+
+def resolved(imports: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``--import`` modules as a script anywhere finds them: a ``.py`` file by its absolute path."""
+    return tuple(str(Path(m).resolve()) if m.endswith(".py") else m for m in imports)
 
 
 def is_ours(finding: Finding) -> bool:

@@ -1,6 +1,6 @@
 """A real DTensor bug of torch 2.13 in a training loop: the L2 penalty of FSDP2's sharded parameters, logged with .item().
 
-`torchsleuth watch --nproc 2 bench/probes/watch_partial_item.py` (bench/watch-sharded.md). Between steps FSDP2's
+Launched by bench/runners/watch_sharded.py under `torchsleuth watch --nproc 2` (bench/watch-sharded.md). Between steps FSDP2's
 parameters are DTensors sharded on dim 0; the sum of squares of one is Partial(sum), and `.item()` of a Partial
 DTensor reads each rank's own share (aten._local_scalar_dense skips sharding propagation: bench/shard.md, surface A),
 so the number logged differs between ranks and from the single-device one. Nothing is raised.
