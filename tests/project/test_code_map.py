@@ -32,7 +32,8 @@ FLOORS = (
     ("frame",),
     ("sweep", "optim", "shard"),
     ("drill", "check", "watch"),
-    ("cli", "api", "pytest_plugin", "__main__"),
+    ("cli", "api", "pytest_plugin"),
+    ("__main__",),
 )
 # Siblings on one floor that may import each other (config reads cases' records,
 # run reads config's; the base floor's modules are leaves of one kind).
