@@ -102,26 +102,30 @@ def script(finding: Finding) -> str:
         "# Exit status: 1 while the bug is present, 0 once it is gone, 2 when it cannot be checked.",
         "",
         "import base64, io, os, sys, zlib",
-        "import torch",
-        "import torch.distributed as dist",
-        "try:",
-        "    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor",
-        "except ImportError:  # torch 2.4: DTensor is torch.distributed._tensor",
-        "    from torch.distributed._tensor import DTensor, Partial, Replicate, Shard, distribute_tensor",
-        "",
+        *PREAMBLE,
         constants,
         f"TENSORS = torch.load(io.BytesIO(zlib.decompress(base64.b85decode({_tensors_blob(tensors)!r}))))",
-        "",
-        "",
-        "def call(T):",
-        f"    return {function}({args_src}{', ' if args_src and kwargs_src else ''}{kwargs_src})",
-        "",
-        "",
-        inspect.getsource(split._pattern),
-        "",
-        inspect.getsource(split.share),
+        *ending(function, args_src, kwargs_src),
     ]
     return "\n".join(header) + _MAIN
+
+
+# After a script's header and its own imports: torch and DTensor's names, on every torch from 2.4.
+PREAMBLE = [
+    "import torch",
+    "import torch.distributed as dist",
+    "try:",
+    "    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor",
+    "except ImportError:  # torch 2.4: DTensor is torch.distributed._tensor",
+    "    from torch.distributed._tensor import DTensor, Partial, Replicate, Shard, distribute_tensor",
+    "",
+]
+
+
+def ending(function: str, args_src: str, kwargs_src: str) -> list[str]:
+    """The lines before ``_MAIN``: ``call(T)`` (``function`` called with the arguments' source) and split.py's ``share``."""
+    return ["", "", "def call(T):", f"    return {function}({args_src}{', ' if args_src and kwargs_src else ''}{kwargs_src})", "", "",
+            inspect.getsource(split._pattern), "", inspect.getsource(split.share)]
 
 
 def _opinfo_source(op: str) -> str:

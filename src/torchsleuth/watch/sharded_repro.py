@@ -20,7 +20,6 @@ imported first, in every process. Every other finding gets the script
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -30,7 +29,7 @@ import torch
 from .._version import __version__
 from ..judge.records import Finding
 from ..report import repro as op_repro
-from ..shard import placements as placing, repro as shard_repro, split
+from ..shard import placements as placing, repro as shard_repro
 
 
 def writer(imports: tuple[str, ...] = ()):
@@ -94,13 +93,7 @@ def script(finding: Finding, imports: tuple[str, ...] = ()) -> str:
         "# Exit status: 1 while the bug is present, 0 once it is gone, 2 when it cannot be checked.",
         "",
         "import base64, importlib, io, os, runpy, sys, zlib",
-        "import torch",
-        "import torch.distributed as dist",
-        "try:",
-        "    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor",
-        "except ImportError:  # torch 2.4: DTensor is torch.distributed._tensor",
-        "    from torch.distributed._tensor import DTensor, Partial, Replicate, Shard, distribute_tensor",
-        "",
+        *shard_repro.PREAMBLE,
         "\n".join(f"{k} = {v!r}" for k, v in literals.items()),
         "for _module in IMPORTS:  # the run's --import modules: the kernels and rules it ran with",
         "    runpy.run_path(_module) if _module.endswith('.py') else importlib.import_module(_module)",
@@ -119,14 +112,6 @@ def script(finding: Finding, imports: tuple[str, ...] = ()) -> str:
         "",
         "",
         tensors,
-        "",
-        "",
-        "def call(T):",
-        f"    return {data['function']}({args_src}{', ' if args_src and kwargs_src else ''}{kwargs_src})",
-        "",
-        "",
-        inspect.getsource(split._pattern),
-        "",
-        inspect.getsource(split.share),
+        *shard_repro.ending(data["function"], args_src, kwargs_src),
     ]
     return "\n".join(lines) + shard_repro._MAIN
