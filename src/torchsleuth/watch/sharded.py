@@ -171,7 +171,7 @@ class ShardedShadow(ShadowMode):
             if found is not None and found.attribute == "values":
                 if allowance is None:
                     allowance = tolerance.allowance(compute, full, expected, e.dtype, reduction=_reduction(full, e),
-                                                    partial=any(_partial(t) for t in placed.values()),
+                                                    partial=_partial_any(placed),
                                                     partial_ranks=self.world)
                 found = cmp.compare_leaf(path, a, e, tolerance=table, slack=allowance.get(path))
             if found is not None:
@@ -195,7 +195,12 @@ class ShardedShadow(ShadowMode):
         words_in = ", ".join(f"{p} {placing.words(t)} of shape {shapes[p]}" for p, t in ins.items())
         claim = ", ".join(f"{p} {placing.words(t)}" for p, t in claimed.items()) or "no DTensor result"
         what = worst.path
-        if worst.attribute == "placement":
+        number = next((v for p, v in outputs.items() if p == worst.path and is_number(v)), None)
+        if number is not None:  # item(), float(), bool(): a Python number, read on each rank
+            how = (f"rank {self.rank} reads {number!r}, not the plain op's on the gathered input, {worst.expected} "
+                   "(each rank returns its own share)" if _partial_any(placed) else
+                   f"rank {self.rank} reads {number!r}, not the plain op's on the gathered input, {worst.expected}")
+        elif worst.attribute == "placement":
             how = f"full_tensor() through the claimed placements raises ({worst.actual})"
         elif worst.attribute == "values":
             how = (f"full_tensor() of {what} differs from the plain op on the gathered inputs: {worst.mismatched} of "
@@ -206,7 +211,7 @@ class ShardedShadow(ShadowMode):
         summary = f"{op} on a {mesh_name} mesh with {words_in}: the rule claims {claim}, and {how}. Step {step}, {at}."
         names = self._names(placed)
         stack = "; ".join(f"{f.filename}:{f.lineno} in {f.name}" for f in _user_frames())
-        detail = "; ".join(x for x in (f"step {step}, in {where}", ", ".join(f"{p} is {n}" for p, n in names.items()),
+        detail = "; ".join(x for x in (f"step {step}, {at}", ", ".join(f"{p} is {n}" for p, n in names.items()),
                                        f"stack: {stack}" if stack else "") if x)
         key = json.dumps([op, ins, shapes, claimed, worst.path, worst.attribute])
         fid = "f-" + hashlib.sha256(f"{key}|sharding_mismatch|watch".encode()).hexdigest()[:10]
@@ -250,6 +255,10 @@ def _dkey(value):
     if isinstance(value, dict):
         return (dict, tuple((k, _dkey(v)) for k, v in value.items()))
     return _key(value, [0])
+
+
+def _partial_any(placed: dict) -> bool:
+    return any(_partial(t) for t in placed.values())
 
 
 def _partial(t) -> bool:

@@ -112,6 +112,11 @@ def script(finding: Finding, imports: tuple[str, ...] = ()) -> str:
         "",
         "",
         tensors,
-        *shard_repro.ending(data["function"], args_src, kwargs_src),
+        "",
+        "",
+        "def number_as_tensor(value):",
+        '    """A Python number the op returns (item()), as a tensor: compared as every other result."""',
+        "    return torch.tensor(value) if isinstance(value, (bool, int, float)) else value",
+        *shard_repro.ending(f"(lambda *a, **k: number_as_tensor({data['function']}(*a, **k)))", args_src, kwargs_src),
     ]
     return "\n".join(lines) + shard_repro._MAIN
