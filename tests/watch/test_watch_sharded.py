@@ -159,3 +159,16 @@ def test_parity_finds_the_first_step_and_parameter_beyond_the_reduction_order():
     assert found.kind == "parity_mismatch" and found.mismatch.path == "b.weight" and "at step 1: the gradient of b.weight" in found.summary
     loss_only = parity.compare(one, run({"a.weight": w, "b.weight": w}, {"a.weight": w, "b.weight": w}, losses=(1.1, 0.5)), 2, "p")
     assert loss_only.mismatch.path == "loss" and "at step 0: the loss differs" in loss_only.summary
+
+
+def test_parity_without_nproc_and_a_rank_without_a_launcher_store_are_usage_errors(tmp_path, monkeypatch, capsys):
+    from torchsleuth.cli.main import main
+
+    script = tmp_path / "train.py"
+    script.write_text("")
+    assert main(["watch", "--parity", str(script)]) == 2
+    assert "give --nproc N as well" in capsys.readouterr().err
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
+    assert main(["watch", str(script)]) == 2
+    assert "torchrun --nproc-per-node N -m torchsleuth watch" in capsys.readouterr().err

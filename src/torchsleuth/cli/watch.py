@@ -44,6 +44,9 @@ sharded programs (DTensor, parallelize_module, FSDP2 fully_shard):
   claimed placement must reconstruct the plain result. The invariants are
   checked per rank on local shards. One run holds every rank's findings.
   Under torchrun: torchrun --nproc-per-node N -m torchsleuth watch train.py.
+  --parity runs it on one rank too and names the first step and parameter
+  where the losses or full gradients part beyond the reduction order's
+  allowance.
 
 examples:
   torchsleuth watch train.py --epochs 1              # the script's own arguments follow it
@@ -52,6 +55,7 @@ examples:
   torchsleuth watch --invariants-only train.py       # cheapest: invariants only
   torchsleuth watch --import my_kernels.py train.py  # with kernels registered by torch.library
   torchsleuth watch --nproc 2 examples/train_tp_mlp.py   # a tensor-parallel program on 2 gloo ranks
+  torchsleuth watch --nproc 2 --parity examples/train_fsdp2.py  # and on one rank: where the runs part
 
 in Python: `with torchsleuth.watch() as w: train()`, then `w.findings`.
 """
