@@ -172,3 +172,35 @@ def test_parity_without_nproc_and_a_rank_without_a_launcher_store_are_usage_erro
     monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
     assert main(["watch", str(script)]) == 2
     assert "torchrun --nproc-per-node N -m torchsleuth watch" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@needs_dtensor
+def test_the_invariants_read_a_dtensor_parameter_s_own_shard(tmp_path):
+    # a gloo group of one rank in this process: a frozen DTensor parameter is named, a moving one is not
+    import torch.distributed as dist
+
+    api = support.dtensor()
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        mesh = api.DeviceMesh("cpu", [0])
+        frozen = torch.nn.Parameter(api.distribute_tensor(torch.randn(16, 8), mesh, [api.Shard(0)]))
+        moving = torch.nn.Parameter(api.distribute_tensor(torch.randn(16, 8), mesh, [api.Shard(0)]))
+
+        class Sgd(torch.optim.SGD):
+            @torch.no_grad()
+            def step(self, closure=None):
+                moving.add_(moving.grad, alpha=-0.1)  # the frozen one's write dropped
+
+        optimizer = Sgd([frozen, moving], lr=0.1)
+        from torchsleuth import watch as watching
+
+        with watching(invariants_only=True) as w:
+            for _ in range(2):
+                for p in (frozen, moving):
+                    p.grad = api.distribute_tensor(torch.randn(16, 8), mesh, [api.Shard(0)])
+                optimizer.step()
+        found = [(f.mismatch.attribute, f.summary) for f in w.findings]
+    finally:
+        dist.destroy_process_group()
+    assert [a for a, _ in found] == ["frozen"] and "shape [16, 8]" in found[0][1], found
