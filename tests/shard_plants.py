@@ -114,3 +114,85 @@ def split_factor_dropped_module(*, spawned_only: bool = False) -> str:
         return header + _SPLIT_FACTOR_DROPPED
     body = "".join(f"    {line}" if line.strip() else line for line in _SPLIT_FACTOR_DROPPED.splitlines(keepends=True))
     return header + "if multiprocessing.parent_process() is not None:\n" + body
+
+
+_RULE_PLANTS = """\
+import copy
+
+import torch
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+from torch.distributed.tensor._dtensor_spec import DTensorSpec
+from torch.distributed.tensor._sharding_prop import LocalLRUCache
+from torch.distributed.tensor.placement_types import _StridedShard
+
+MODES = {modes!r}
+_propagator = DTensor._op_dispatcher.sharding_propagator
+_original = _propagator.propagate_op_sharding_non_cached
+REDUCTIONS = (torch.ops.aten.sum.dim_IntList, torch.ops.aten.mean.dim)
+
+
+def _reduced(schema):
+    dims = schema.args_schema[1] if len(schema.args_schema) > 1 else None
+    rank = schema.args_schema[0].tensor_meta.shape.__len__()
+    dims = [dims] if isinstance(dims, int) else list(dims or range(rank))
+    return {{d % rank for d in dims}}
+
+
+def _keepdim(schema):
+    return len(schema.args_schema) > 2 and schema.args_schema[2] is True
+
+
+def _with(result, placements):
+    spec = result.output_spec
+    result = copy.copy(result)
+    result.output_spec = DTensorSpec(spec.mesh, tuple(placements), tensor_meta=spec.tensor_meta)
+    return result
+
+
+def _patched(schema):
+    result = _original(schema)
+    spec = result.output_spec
+    if not isinstance(spec, DTensorSpec):
+        return result
+    source = schema.args_schema[0]
+    if "strided_kept_as_shard" in MODES and schema.op in REDUCTIONS:
+        # a _StridedShard on a dim the op does not reduce comes out as a plain Shard: the split factor lost
+        if any(isinstance(p, _StridedShard) and p.dim not in _reduced(schema) for p in source.placements):
+            return _with(result, [Shard(p.dim) if isinstance(p, _StridedShard) else p for p in spec.placements])
+    if MODES & {{"strided_reduced_dim_not_replicated", "reduced_dim_not_replicated"}} and schema.op is torch.ops.aten._softmax.default:
+        # softmax over a dim held as _StridedShard, computed on the local rows without replicating them first
+        dim = schema.args_schema[1] % len(source.tensor_meta.shape)
+        # (reduced_dim_not_replicated: any Shard of that dim, _StridedShard or plain)
+        strided_only = "reduced_dim_not_replicated" not in MODES
+        if any(isinstance(p, (Shard, _StridedShard)) and p.dim == dim and (isinstance(p, _StridedShard) or not strided_only)
+               for p in source.placements):
+            result = _with(result, source.placements)
+            result.redistribute_schema, result.needs_redistribute = None, False
+            return result
+    if "partial_claimed_replicated" in MODES and schema.op in REDUCTIONS + (torch.ops.aten.sum.default,):
+        # a reduction over a sharded dim claims its partial sums Replicate: the all-reduce forgotten
+        if any(isinstance(p, Partial) for p in spec.placements):
+            return _with(result, [Replicate() if isinstance(p, Partial) else p for p in spec.placements])
+    if "keepdim_partial_claimed_as_shard" in MODES and schema.op in REDUCTIONS and _keepdim(schema):
+        # a keepdim reduction over a sharded dim: the partial sums claimed as a Shard of the reduced dim
+        reduced = min(_reduced(schema))
+        return _with(result, [Shard(reduced) if isinstance(p, Partial) else p for p in spec.placements])
+    return result
+
+
+_propagator.propagate_op_sharding_non_cached = _patched
+_propagator.propagate_op_sharding = LocalLRUCache(_patched)
+"""
+
+
+def rule_plant(*modes: str) -> str:
+    """The text of a module for ``--import`` rewriting DTensor's rules as the seed story's bugs do, each of ``modes``:
+
+    * ``strided_kept_as_shard``: a sum or mean over another dim than a ``_StridedShard``'s claims a plain ``Shard``
+      (the split factor lost);
+    * ``strided_reduced_dim_not_replicated``: softmax over a dim held as ``_StridedShard`` computed on the local rows,
+      without replicating them first; ``reduced_dim_not_replicated``: the same over any ``Shard`` of that dim;
+    * ``keepdim_partial_claimed_as_shard``: a keepdim reduction over a sharded dim claims its partial sums a ``Shard``;
+      ``partial_claimed_replicated``: any sum or mean over a sharded dim claims them ``Replicate`` (no all-reduce).
+    """
+    return _RULE_PLANTS.format(modes=set(modes))

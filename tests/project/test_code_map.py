@@ -30,9 +30,10 @@ FLOORS = (
     ("store",),
     ("report",),
     ("frame",),
-    ("sweep", "optim", "shard", "watch"),
-    ("drill", "check"),
+    ("sweep", "optim", "shard"),
+    ("drill", "check", "watch"),
     ("cli", "api", "pytest_plugin"),
+    ("__main__",),
 )
 # Siblings on one floor that may import each other (config reads cases' records,
 # run reads config's; the base floor's modules are leaves of one kind).

@@ -19,7 +19,7 @@ comment on the line before the fence (docs/README.md, "Examples that run"):
 The marked blocks of one page run in order in one empty temporary folder (so a page can
 sweep, then report on what it swept), with this interpreter's bin folder first on PATH
 (its ``torchsleuth`` and ``python``), ``COLUMNS=100`` (the width the pasted outputs have),
-and a link to the repository's ``tests/`` (for ``tests/scenarios``).
+and links to the repository's ``tests/`` (for ``tests/scenarios``) and ``examples/``.
 
 Beyond the examples: every long flag of every command's ``--help`` appears on that
 command's page, and every relative link of README.md, docs/*.md and bench/results.md
@@ -189,6 +189,7 @@ def check_output(block: Block, folder: Path) -> list[str]:
 def run_page(page: Path, folder: Path) -> list[str]:
     """Runs the marked blocks of ``page`` in order in ``folder``; what was wrong, one message each."""
     (folder / "tests").symlink_to(ROOT / "tests", target_is_directory=True)
+    (folder / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
     marked = [b for b in blocks(page) if b.marked]
     return [p for number, block in enumerate(marked) for p in check(block, folder, number)]
 

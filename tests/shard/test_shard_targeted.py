@@ -18,69 +18,9 @@ import pytest
 from torchsleuth.cases.records import Unit
 from torchsleuth.shard import cases as shard_cases, support, targeted
 
+from shard_plants import rule_plant
+
 pytestmark = pytest.mark.skipif(bool(support.missing() or support.simulator()), reason=support.missing() or support.simulator())
-
-PLANT = """\
-import copy
-
-import torch
-from torch.distributed.tensor import DTensor, Partial, Shard
-from torch.distributed.tensor._dtensor_spec import DTensorSpec
-from torch.distributed.tensor._sharding_prop import LocalLRUCache
-from torch.distributed.tensor.placement_types import _StridedShard
-
-MODE = {mode!r}
-_propagator = DTensor._op_dispatcher.sharding_propagator
-_original = _propagator.propagate_op_sharding_non_cached
-REDUCTIONS = (torch.ops.aten.sum.dim_IntList, torch.ops.aten.mean.dim)
-
-
-def _reduced(schema):
-    dims = schema.args_schema[1] if len(schema.args_schema) > 1 else None
-    rank = schema.args_schema[0].tensor_meta.shape.__len__()
-    dims = [dims] if isinstance(dims, int) else list(dims or range(rank))
-    return {{d % rank for d in dims}}
-
-
-def _keepdim(schema):
-    return len(schema.args_schema) > 2 and schema.args_schema[2] is True
-
-
-def _with(result, placements):
-    spec = result.output_spec
-    result = copy.copy(result)
-    result.output_spec = DTensorSpec(spec.mesh, tuple(placements), tensor_meta=spec.tensor_meta)
-    return result
-
-
-def _patched(schema):
-    result = _original(schema)
-    spec = result.output_spec
-    if not isinstance(spec, DTensorSpec):
-        return result
-    source = schema.args_schema[0]
-    if MODE == "strided_kept_as_shard" and schema.op in REDUCTIONS:
-        # a _StridedShard on a dim the op does not reduce comes out as a plain Shard: the split factor lost
-        if any(isinstance(p, _StridedShard) and p.dim not in _reduced(schema) for p in source.placements):
-            return _with(result, [Shard(p.dim) if isinstance(p, _StridedShard) else p for p in spec.placements])
-    if MODE == "strided_reduced_dim_not_replicated" and schema.op is torch.ops.aten._softmax.default:
-        # softmax over a dim held as _StridedShard, computed on the local rows without replicating them first
-        dim = schema.args_schema[1] % len(source.tensor_meta.shape)
-        if any(isinstance(p, _StridedShard) and p.dim == dim for p in source.placements):
-            result = _with(result, source.placements)
-            result.redistribute_schema, result.needs_redistribute = None, False
-            return result
-    if MODE == "keepdim_partial_claimed_as_shard" and schema.op in REDUCTIONS and _keepdim(schema):
-        # a keepdim reduction over a sharded dim: the partial sums claimed as a Shard of the reduced dim
-        reduced = min(_reduced(schema))
-        return _with(result, [Shard(reduced) if isinstance(p, Partial) else p for p in spec.placements])
-    return result
-
-
-_propagator.propagate_op_sharding_non_cached = _patched
-_propagator.propagate_op_sharding = LocalLRUCache(_patched)
-"""
-
 
 def _shard(tmp_path, op: str, mode: str | None) -> dict:
     from torchsleuth.cli.main import main
@@ -88,7 +28,7 @@ def _shard(tmp_path, op: str, mode: str | None) -> dict:
     argv = ["shard", "--ops", op, "--variants", "functional", "--gloo", "0", "--no-progress", "--no-shrink",
             "--out", str(tmp_path / "out"), "--json", str(tmp_path / "f.json")]
     if mode is not None:
-        (tmp_path / "plant.py").write_text(PLANT.format(mode=mode))
+        (tmp_path / "plant.py").write_text(rule_plant(mode))
         argv += ["--import", str(tmp_path / "plant.py")]
     code = main(argv)
     data = json.loads((tmp_path / "f.json").read_text())

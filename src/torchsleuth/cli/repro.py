@@ -60,6 +60,10 @@ def run(args) -> int:
     finding = reported.finding
     if reported.run.command == "optim":
         text = _optim_script(finding, reported.run)
+    elif reported.run.command == "watch" and _sharded(finding):
+        from ..watch import sharded_repro
+
+        text = sharded_repro.script(finding, sharded_repro.resolved(tuple(reported.run.config.get("imports", ()))))
     elif reported.run.command == "shard":
         from ..shard.repro import script as shard_script
 
@@ -89,6 +93,13 @@ def _example(store, group_id: str) -> str | None:
             if group.id == group_id:
                 return group.findings[0]
     return None
+
+
+def _sharded(finding) -> bool:
+    """A DTensor call ``watch`` judged on a sharded program (watch.sharded_repro writes its script)."""
+    from ..watch import sharded_repro
+
+    return sharded_repro.is_ours(finding)
 
 
 def _optim_script(finding, run) -> str:

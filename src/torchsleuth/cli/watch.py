@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import runpy
 import sys
 import traceback
@@ -34,12 +35,27 @@ what it checks:
   first time it is made, which is what layout- and dtype-dependent bugs need;
   --judge every judges every call, for bugs that need particular values.
 
+sharded programs (DTensor, parallelize_module, FSDP2 fully_shard):
+  --nproc N starts N ranks with the environment torchrun gives a script
+  (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): the script's own
+  init_process_group / init_device_mesh joins them (gloo on the CPU, NCCL
+  with a GPU a rank). Each distinct DTensor call (op, placements, shapes,
+  mesh) is judged against the plain op on its gathered tensors: the rule's
+  claimed placement must reconstruct the plain result. The invariants are
+  checked per rank on local shards. One run holds every rank's findings.
+  Under torchrun: torchrun --nproc-per-node N -m torchsleuth watch train.py.
+  --parity runs it on one rank too and names the first step and parameter
+  where the losses or full gradients part beyond the reduction order's
+  allowance.
+
 examples:
   torchsleuth watch train.py --epochs 1              # the script's own arguments follow it
   torchsleuth watch --judge every train.py          # every call of every step (costs tens of times the step)
   torchsleuth watch --judge every --every 10 --sample 0.2 train.py  # every 10th step, a fifth of its calls
   torchsleuth watch --invariants-only train.py       # cheapest: invariants only
   torchsleuth watch --import my_kernels.py train.py  # with kernels registered by torch.library
+  torchsleuth watch --nproc 2 examples/train_tp_mlp.py   # a tensor-parallel program on 2 gloo ranks
+  torchsleuth watch --nproc 2 --parity examples/train_fsdp2.py  # and on one rank: where the runs part
 
 torchsleuth's flags go before the script: one written after it goes to the
 script (a warning says so).
@@ -64,6 +80,11 @@ def add_parser(commands) -> None:
                         "keep them within 2%% of the step's time, at least one in 32)")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="module or .py file imported first, e.g. to register kernels (repeatable)")
+    p.add_argument("--nproc", type=positive, metavar="N",
+                   help="run the script on N ranks as torchrun would (a sharded program: its DTensor calls judged)")
+    p.add_argument("--parity", action="store_true",
+                   help="with --nproc: run the script on one rank too, and report the first step and parameter at which the "
+                        "runs' losses or full gradients part beyond the reduction order's allowance")
     p.add_argument("--out", default="torchsleuth-out", metavar="DIR", help="where repro scripts go (default ./torchsleuth-out)")
     p.add_argument("--db", metavar="PATH", help="SQLite file the findings are stored in (default DIR/runs.db)")
     p.add_argument("--json", metavar="PATH", help="write the findings file (its keys: docs/findings.md) to PATH")
@@ -82,33 +103,54 @@ def run(args) -> int:
     from .arguments import imports
     from .ending import finish
 
+    from ..watch import ranks as launch
+
     script = Path(args.script)
     if not script.is_file():
         raise UsageError(f"no script {args.script!r}: give the path of a Python file, then its arguments")
+    place = launch.this_rank()
+    if place is not None and args.nproc:
+        raise UsageError("--nproc starts the ranks itself: under torchrun leave it out (torchrun --nproc-per-node N -m torchsleuth watch ...)")
+    if place is not None or args.nproc:
+        _sharded_support()
+    if args.parity and not args.nproc and (place is None or not place.parent):
+        raise UsageError("--parity runs the script at two world sizes, which it starts itself: give --nproc N as well")
     out = Path(args.out)
-    outputs.check(out=out, json=args.json)
+    if place is None or (place.rank == 0 and not place.parent):
+        outputs.check(out=out, json=args.json)
     db = args.db or str(out / "runs.db")
+    if args.nproc:
+        return _parent(args, out, db)
     imports(args.imports)
     _flags_after(args)
     argv = sys.argv
     sys.argv = [str(script), *args.script_args]
     sys.path.insert(0, str(script.resolve().parent))
-    error = None
-    with watch(db=db, every=args.every, sample=args.sample, invariants_only=args.invariants_only, all_steps=args.all_steps,
-               repeats=args.judge == "every", program=" ".join(sys.argv), out=out, json=args.json) as session:
+    status, error = 0, None
+    stored = place is None
+    with watch(db=db if stored else None, every=args.every, sample=args.sample, invariants_only=args.invariants_only,
+               all_steps=args.all_steps, repeats=args.judge == "every", program=" ".join(sys.argv), out=out if stored else None,
+               json=args.json if stored else None, ranks=place.world if place else 0, rank=place.rank if place else 0,
+               parity=args.parity) as session:
         try:
             runpy.run_path(str(script), run_name="__main__")
         except SystemExit as e:  # the script's own exit: a failure unless it is 0
             status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             if status:
                 session.failure = f"the script exited with status {status}"
-        except Exception as e:  # the script raised: stored as a failed run, its traceback shown as the user's
-            error = e
-            session.failure = f"the script raised {one_line(e)}"
+        except Exception as e:
+            if place is not None:  # on a rank: the rank posts what it found all the same, so the gatherer is not left waiting
+                traceback.print_exc()
+                status = 1
+            else:  # the script raised: stored as a failed run, its traceback shown as the user's
+                error = e
+                session.failure = f"the script raised {one_line(e)}"
         finally:
             sys.argv = argv
             if sys.path and sys.path[0] == str(script.resolve().parent):
                 sys.path.pop(0)
+    if place is not None:
+        return _rank_done(args, session, place, status, out, db)
     if error is not None:
         sys.stderr.write(user_traceback(error))
     result = session.result
@@ -150,3 +192,62 @@ def _flags_after(args) -> None:
         print(f"warning: {', '.join(given)} after the script {args.script} go{'es' if len(given) == 1 else ''} to the "
               f"script, not to torchsleuth; put torchsleuth's flags before the script (torchsleuth watch {given[0]} ... {args.script})",
               file=sys.stderr)
+
+
+def _sharded_support() -> None:
+    from ..shard import support
+
+    if support.missing():
+        raise UsageError(f"watch on ranks judges DTensor calls: {support.missing()}")
+
+
+def _child_argv(args) -> list[str]:
+    """The flags a rank's own ``torchsleuth watch`` gets: the judging ones (the parent stores and writes the outputs)."""
+    argv = ["--every", str(args.every), "--sample", str(args.sample), "--judge", args.judge]
+    argv += ["--invariants-only"] * args.invariants_only + ["--all-steps"] * args.all_steps + ["--parity"] * args.parity
+    for name in args.imports:
+        argv += ["--import", name]
+    return [*argv, args.script, *args.script_args]
+
+
+def _parent(args, out: Path, db: str) -> int:
+    """``--nproc N``: the ranks started, their findings gathered into one run (watch.ranks)."""
+    from ..frame import run_frame
+    from ..watch import WatchConfig, ranks as launch, sharded_repro
+    from .ending import finish, judged
+
+    program = " ".join([args.script, *args.script_args])
+    config = WatchConfig(program=program, every=args.every, sample=args.sample, invariants_only=args.invariants_only,
+                         repeats=args.judge == "every", all_steps=args.all_steps, ranks=args.nproc,
+                         parity=args.parity, imports=tuple(args.imports))
+    alone = launch.spawn(1, _child_argv(args)) if args.parity else None
+    posts, codes = launch.spawn(args.nproc, _child_argv(args))
+    with run_frame(config, db=db, out=out, json=args.json, scripts=sharded_repro.writer(tuple(args.imports))) as frame:
+        launch.record(frame, posts, codes, args.nproc)
+        if alone is not None:
+            launch.record_parity(frame, alone[0][0], posts[0], args.nproc, program)
+    failed = [r for r, code in enumerate(codes) if code]
+    status = finish(frame.result, db=db, checked=None if failed else max(1, judged(frame.result)))
+    if failed:
+        print(f"rank(s) {', '.join(map(str, failed))} exited with a nonzero status: the run is stored as failed "
+              f"(exit status {int(ExitCode.SCRIPT_FAILED)})", file=sys.stderr)
+        return ExitCode.SCRIPT_FAILED
+    return status
+
+
+def _rank_done(args, session, place, status: int, out: Path, db: str) -> int:
+    """A rank's part done: what it found posted; under torchrun rank 0 gathers every rank's post into one run."""
+    from ..frame import run_frame
+    from ..watch import ranks as launch, sharded_repro
+    from .ending import finish, judged
+
+    mine = launch.payload(session, rank=place.rank, status=status)
+    if place.parent or place.rank != 0:
+        launch.post(place.rank, mine)
+        return status
+    posts = launch.collect(place.world, skip=0)
+    posts[0] = mine
+    config = dataclasses.replace(session.config, imports=tuple(args.imports))
+    with run_frame(config, db=db, out=out, json=args.json, scripts=sharded_repro.writer(tuple(args.imports))) as frame:
+        launch.record(frame, posts, [], place.world)
+    return finish(frame.result, db=db, checked=max(1, judged(frame.result)))

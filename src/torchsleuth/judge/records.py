@@ -33,6 +33,8 @@ KINDS = (
     # torchsleuth shard: the simulator in question, never the op
     "roundtrip_mismatch",
     "simulator_mismatch",
+    # torchsleuth watch --parity: a sharded run parting from the same script on one rank
+    "parity_mismatch",
 )
 
 # What each kind says about the op, in a sentence: "addcmul_ drops its writes".
@@ -58,6 +60,7 @@ KIND_WORDS = {
     "large_size": "gives wrong results at large sizes",
     "roundtrip_mismatch": "does not give a tensor back through distribute and full_tensor()",
     "simulator_mismatch": "gives another answer simulated (LocalTensorMode) than on real process groups",
+    "parity_mismatch": "parts from the run on one rank",
 }
 
 # What a finding was judged against.
@@ -67,7 +70,9 @@ REFERENCES = ("layout", "device", "precision", "contract", "determinism", "isola
               # the autodiff oracle's (one mode against another, or float64 finite differences) and the vmap oracle's
               "reverse-mode", "finite-differences", "forward-over-reverse", "vmap",
               # torchsleuth shard's: the single-device answer, the round trip, real process groups
-              "sharding", "roundtrip", "gloo", "nccl")
+              "sharding", "roundtrip", "gloo", "nccl",
+              # watch --parity's: the same script on one rank
+              "parity")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -18,7 +18,7 @@ Element ``i`` of a result in dtype ``d`` may differ by
 
     allowed_i = atol + rtol*|e_i| + F(d, n) * k_i + SCALE_ULPS * u_d * max|e|
 
-with judge.tolerance's table and constants: ``k_i`` is how far the float64
+with judge.tolerance's table and constants (tolerance.py computes it): ``k_i`` is how far the float64
 result moves when every floating input is nudged by up to one unit of
 roundoff of ``d`` (and, when an input is Partial, by ``u_d * (|x| + 1)``, the
 size of a share's rounding), ``F`` is judge.tolerance's slack factor for
@@ -57,14 +57,12 @@ from ..cases.records import Case, VARIANT_WORDS
 from ..judge import compare as cmp
 from ..judge.isolation import isolation_outcome
 from ..judge.records import Finding, Mismatch, Outcome
-from ..judge.tolerance import SCALE_ULPS, slack_factor, table
-from ..dtypes import unit_roundoff
+from ..judge.tolerance import table
 from ..run import tree
 from ..run.records import CallSpec, TensorSpec
-from . import cases as shard_cases, composites, placements as placing, randomness, split, surface
+from . import cases as shard_cases, composites, placements as placing, randomness, surface, tolerance
 from .run import Ran, _compute
 
-NUDGES = 2
 # In the reason of a simulated case LocalTensorMode could not judge, which the sweep reruns on real gloo ranks.
 RECHECK = "rerun on real gloo ranks"
 
@@ -150,44 +148,15 @@ def mismatches(case: Case, ran: Ran) -> list[tuple[list[int], Mismatch]]:
 
 
 def _allowance(case: Case, ran: Ran) -> dict[str, torch.Tensor]:
-    """Per result path, the slack beyond the table (see the design note), as float64 tensors."""
-    dtype = getattr(torch, case.dtype)
-    u = unit_roundoff(dtype) if dtype.is_floating_point or dtype.is_complex else 0.0
+    """Per result path, the slack beyond the table (see the design note: tolerance.allowance), as float64 tensors."""
     sample = shard_cases.sample_of(case)
     function = shard_cases.function(case.op)
     args, kwargs = (sample.input, *sample.args), dict(sample.kwargs)
     tensors = tree.call_leaves(args, kwargs)
     grad_paths = [p for p, t in tensors.items() if t.is_floating_point() or t.is_complex()] if case.variant == "backward" else []
-    wide = {p: _wide(t) for p, t in tensors.items()}
-    try:
-        exact = _compute(function, sample, args, kwargs, wide, grad_paths, "cpu")
-        moved: dict[str, torch.Tensor] = {}
-        generator = torch.Generator().manual_seed(7)
-        for _ in range(NUDGES):
-            nudged = {p: _nudge(t, u, ran.facts.get("partial", False), generator) for p, t in wide.items()}
-            other = _compute(function, sample, args, kwargs, nudged, grad_paths, "cpu")
-            for path, e in exact.items():
-                o = other.get(path)
-                if isinstance(e, torch.Tensor) and isinstance(o, torch.Tensor) and o.shape == e.shape:
-                    diff = torch.nan_to_num((o.to(torch.float64) - e.to(torch.float64)).abs(), nan=0.0, posinf=0.0)
-                    moved[path] = torch.maximum(moved[path], diff) if path in moved else diff
-    except Exception:  # no float64 run: the table alone, plus the scale term
-        exact, moved = {}, {}
-    factor = slack_factor(dtype, ran.facts.get("reduction", 1)) if u else 0.0
-    found = {}
-    for path, e in ran.expected.items():
-        if not isinstance(e, torch.Tensor):
-            continue
-        k = moved.get(path)
-        slack = torch.zeros(e.shape, dtype=torch.float64) if k is None or k.shape != e.shape else factor * k if u else k
-        if u and e.numel() and (e.is_floating_point() or e.is_complex()):
-            scale = float(torch.nan_to_num(e.detach().abs().to(torch.float64), nan=0.0, posinf=0.0).max())
-            slack = slack + SCALE_ULPS * u * scale
-            if ran.facts.get("partial", False) and unit_roundoff(e.dtype) > u:
-                # a Partial input cast down: each rank's share is rounded in the result's dtype, not the input's
-                slack = slack + torch.nan_to_num(split.share_error(e.detach(), _partial_ranks(case)), nan=0.0, posinf=0.0)
-        found[path] = slack
-    return found
+    return tolerance.allowance(lambda given: _compute(function, sample, args, kwargs, given, grad_paths, "cpu"), tensors, ran.expected,
+                               getattr(torch, case.dtype), reduction=ran.facts.get("reduction", 1), partial=ran.facts.get("partial", False),
+                               partial_ranks=_partial_ranks(case))
 
 
 def _partial_ranks(case: Case) -> int:
@@ -195,22 +164,6 @@ def _partial_ranks(case: Case) -> int:
     shape = shard_cases.mesh_of(case).shape
     return max((math.prod(shape[d] for d, part in enumerate(pl.split(".")) if part.startswith("P")) for _, pl in case.layouts),
                default=1) or 1
-
-
-def _wide(t: torch.Tensor) -> torch.Tensor:
-    if t.is_complex():
-        return t.detach().to(torch.complex128)
-    if t.is_floating_point():
-        return t.detach().to(torch.float64)
-    return t.detach()
-
-
-def _nudge(t: torch.Tensor, u: float, partial: bool, generator) -> torch.Tensor:
-    if not t.is_floating_point() or not u:
-        return t
-    noise = torch.rand(t.shape, generator=generator, dtype=torch.float64) * 2 - 1
-    amount = u * t.abs() + (u * (t.abs() + 1) if partial else 0)
-    return t + noise * amount
 
 
 # --- findings ---------------------------------------------------------------------------

@@ -17,7 +17,10 @@ a DTensor: LocalTensorMode's "Non Tensor or int rank results must be equal
 for all ranks"), the plain run starts N gloo processes of its own (the
 script itself, ranks through a file store) and checks there; DTensor's names come from ``torch.distributed._tensor`` on torch
 2.4. It prints the wrong and the right result and exits 1 while the bug is
-present, 0 once it is gone, 2 when it cannot check.
+present, 0 once it is gone, 2 when it cannot check. A script that sets
+``ALSO_GLOO`` (watch's, of a call a live program made) checks both ways in
+one run: simulated, then on gloo processes of its own, each result saying
+where it was found.
 """
 
 from __future__ import annotations
@@ -99,26 +102,30 @@ def script(finding: Finding) -> str:
         "# Exit status: 1 while the bug is present, 0 once it is gone, 2 when it cannot be checked.",
         "",
         "import base64, io, os, sys, zlib",
-        "import torch",
-        "import torch.distributed as dist",
-        "try:",
-        "    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor",
-        "except ImportError:  # torch 2.4: DTensor is torch.distributed._tensor",
-        "    from torch.distributed._tensor import DTensor, Partial, Replicate, Shard, distribute_tensor",
-        "",
+        *PREAMBLE,
         constants,
         f"TENSORS = torch.load(io.BytesIO(zlib.decompress(base64.b85decode({_tensors_blob(tensors)!r}))))",
-        "",
-        "",
-        "def call(T):",
-        f"    return {function}({args_src}{', ' if args_src and kwargs_src else ''}{kwargs_src})",
-        "",
-        "",
-        inspect.getsource(split._pattern),
-        "",
-        inspect.getsource(split.share),
+        *ending(function, args_src, kwargs_src),
     ]
     return "\n".join(header) + _MAIN
+
+
+# After a script's header and its own imports: torch and DTensor's names, on every torch from 2.4.
+PREAMBLE = [
+    "import torch",
+    "import torch.distributed as dist",
+    "try:",
+    "    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor",
+    "except ImportError:  # torch 2.4: DTensor is torch.distributed._tensor",
+    "    from torch.distributed._tensor import DTensor, Partial, Replicate, Shard, distribute_tensor",
+    "",
+]
+
+
+def ending(function: str, args_src: str, kwargs_src: str) -> list[str]:
+    """The lines before ``_MAIN``: ``call(T)`` (``function`` called with the arguments' source) and split.py's ``share``."""
+    return ["", "", "def call(T):", f"    return {function}({args_src}{', ' if args_src and kwargs_src else ''}{kwargs_src})", "", "",
+            inspect.getsource(split._pattern), "", inspect.getsource(split.share)]
 
 
 def _opinfo_source(op: str) -> str:
@@ -303,7 +310,11 @@ def main():
     print(f"BUG PRESENT ({where}): {FINDING}" if wrong else f"fixed ({where}): every rank's full_tensor() matches the single-device answer")
     if real:
         dist.destroy_process_group()
-    return 1 if wrong else 0
+    code = 1 if wrong else 0
+    if not real and globals().get("ALSO_GLOO"):  # checked simulated; now on real gloo processes as well
+        gloo = spawned(ranks, "checked under LocalTensorMode; now on real process groups too")
+        code = 1 if 1 in (code, gloo) else max(code, gloo)
+    return code
 
 
 if __name__ == "__main__":

@@ -30,6 +30,9 @@ for at the positions on every checked step, and in whole tensors on every
 that step does not wait either): a NaN spreads through the next step, so a
 missed element shows a step later.
 
+On a rank of a sharded program each rank checks its own shards (a DTensor parameter's local tensor, its
+gradient's and its state's), so every check reads only what the rank holds.
+
 A violation is a ``Finding`` of kind ``invariant``, naming the parameter by
 its module path and its properties (shape, stride, contiguity, dtype,
 device). Each (parameter, check) is reported once per watch, at the first
@@ -111,8 +114,9 @@ class StepChecks:
                 if p.grad is None:
                     self._report(optimizer, p, "no_gradient", f"no gradient reached {self.name(p)} ({naming.describe(p)}) before {_step(optimizer)}")
                     continue
-                if still or p.numel() == 0:  # not in a row: its whole-tensor check here and now
-                    if whole and not _finite(p.grad):
+                local = _local(p)  # a DTensor's shard on this rank: each rank checks its own
+                if still or local.numel() == 0:  # not in a row: its whole-tensor check here and now
+                    if whole and not _finite(_local(p.grad)):
                         self._report(optimizer, p, "grad_not_finite",
                                      f"the gradient of {self.name(p)} ({naming.describe(p)}) holds NaN or inf before {_step(optimizer)}")
                     continue
@@ -120,12 +124,12 @@ class StepChecks:
                 batch = rows.get(device)
                 if batch is None:
                     batch = rows[device] = Rows()
-                batch.add(p, self._positions.of(p))
+                batch.add(local, self._positions.of(local), owner=p)
         for device, batch in rows.items():
-            grads = batch.read([p.grad for p in batch.params])
+            grads = batch.read([_local(p.grad) for p in batch.owners])
             batch.moving = grads != 0
             # read with the verdicts after the step: of the whole gradients on a whole step, else of the positions
-            batch.grads_finite = _all_finite([p.grad for p in batch.params]) if whole else _finite_rows(grads)
+            batch.grads_finite = _all_finite([_local(p.grad) for p in batch.owners]) if whole else _finite_rows(grads)
             last = self._after.get(device)
             # what the last step left is what this one starts from (a program that changes its
             # parameters between steps makes them look moved: a frozen step missed, never a false alarm)
@@ -139,10 +143,10 @@ class StepChecks:
     def _check_after(self, optimizer: torch.optim.Optimizer) -> None:
         whole = self._cadence.checked % FULL_EVERY == 0
         if whole:
-            in_rows = {id(p) for batch in self._before.values() for p in batch.params}  # checked whole in the verdicts
+            in_rows = {id(p) for batch in self._before.values() for p in batch.owners}  # checked whole in the verdicts
             for group in optimizer.param_groups:
                 for p in group["params"]:
-                    if p.requires_grad and p.grad is not None and id(p) not in in_rows and not _finite(p):
+                    if p.requires_grad and p.grad is not None and id(p) not in in_rows and not _finite(_local(p)):
                         self._report(optimizer, p, "param_not_finite",
                                      f"{self.name(p)} ({naming.describe(p)}) holds NaN or inf after {_step(optimizer)}", self.step)
         self.flush()  # the last step's verdicts: done on the device long ago
@@ -155,14 +159,15 @@ class StepChecks:
             verdicts = [moving.any(1), ((now != batch.values) & moving).any(1), batch.grads_finite, finite]
             states = []
             if whole:  # a state never written stays all zeros: looked at on the steps the whole tensors are
-                states = [(i, key, value) for i, p in enumerate(batch.params) for key, value in optimizer.state.get(p, {}).items()
-                          if isinstance(value, torch.Tensor) and value.shape == p.shape and value.numel() > 1
+                states = [(i, key, _local(value)) for i, (p, owner) in enumerate(zip(batch.params, batch.owners))
+                          for key, value in optimizer.state.get(owner, {}).items()
+                          if isinstance(value, torch.Tensor) and _local(value).shape == p.shape and _local(value).numel() > 1
                           and (value.is_floating_point() or value.is_complex())]
             if states:
                 rows = stacked([read(v, batch.params[i], batch.positions[i]) for i, _, v in states])
                 verdicts.append(((rows != 0) & moving[[i for i, _, _ in states]]).any(1))
             flags = torch.cat(verdicts)
-            self._pending.append(_Verdicts(_to_host(flags), batch.params, states, whole, optimizer, self.step))
+            self._pending.append(_Verdicts(_to_host(flags), batch.owners, states, whole, optimizer, self.step))
             after[device] = batch
             batch.values = now
         self._before, self._after, self._after_step = {}, after, self.step
@@ -277,6 +282,11 @@ def _finite_rows(rows: torch.Tensor) -> torch.Tensor:
 def _finite(t: torch.Tensor) -> bool:
     """No NaN or inf in the whole of ``t``, now (a parameter outside the rows: ``_all_finite`` of it alone)."""
     return bool(_all_finite([t])[0])
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's shard on this rank (its local tensor); any other tensor itself."""
+    return getattr(t, "_local_tensor", t)
 
 
 def _step(optimizer) -> str:

@@ -49,15 +49,17 @@ class Rows:
     """The parameters of one device, and what was read of them before the step: a row each."""
 
     def __init__(self):
-        self.params: list[torch.Tensor] = []
+        self.params: list[torch.Tensor] = []  # what is read: each parameter, or its shard on this rank (a DTensor's)
+        self.owners: list[torch.Tensor] = []  # the parameters themselves, as the optimizer holds them
         self.positions: list = []  # each parameter's: a Grid, or flat indices
         self.views: tuple[list, list] | None = None  # the parameters' storage addresses, their grids' rows (views)
         self.moving: torch.Tensor | None = None  # where each gradient is nonzero
         self.values: torch.Tensor | None = None  # the parameters before the step
         self.grads_finite: torch.Tensor | None = None
 
-    def add(self, p: torch.Tensor, positions) -> None:
+    def add(self, p: torch.Tensor, positions, owner: torch.Tensor | None = None) -> None:
         self.params.append(p)
+        self.owners.append(p if owner is None else owner)
         self.positions.append(positions)
 
     def read(self, tensors: list[torch.Tensor]) -> torch.Tensor:

@@ -40,7 +40,9 @@ from ..report import outputs
 from ..frame import Frame, run_frame
 from . import names as naming
 from .invariants import StepChecks
+from .parity import Recorder
 from .shadow import Context, ShadowMode
+from .sharded import ShardedShadow
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,6 +57,9 @@ class WatchConfig:
     invariants_only: bool = False
     repeats: bool = False  # judge every call, not each distinct call once (watch.shadow)
     all_steps: bool = False  # check the invariants at every step, not as watch.cadence chooses
+    ranks: int = 0  # a sharded program's world size (watch.ranks); 0: one process, not launched
+    parity: bool = False  # record each step's loss and full gradients (watch.parity)
+    imports: tuple[str, ...] = ()  # the --import modules, which the repro scripts of a sharded run import first
 
     def key(self) -> str:
         # every watch is a run of its own: a program is not resumed
@@ -64,12 +69,18 @@ class WatchConfig:
 class Watch:
     """What a watched block found so far; ``result`` once the block has ended."""
 
-    def __init__(self, config: WatchConfig):
+    def __init__(self, config: WatchConfig, rank: int = 0):
         self.config = config
         self.checks = StepChecks(config.device, all_steps=config.all_steps)
         self.context = Context()
-        self.shadow = None if config.invariants_only else ShadowMode(self.context, every=config.every, sample=config.sample,
-                                                                     repeats=config.repeats)
+        knobs = dict(every=config.every, sample=config.sample, repeats=config.repeats)
+        if config.invariants_only:
+            self.shadow = None
+        elif config.ranks:  # a rank of a sharded program: its DTensor calls judged too (watch.sharded)
+            self.shadow = ShardedShadow(self.context, rank=rank, world=config.ranks, **knobs)
+        else:
+            self.shadow = ShadowMode(self.context, **knobs)
+        self.parity = Recorder(self.context, self.checks.name, rank=rank) if config.parity else None
         self.result = None
         self.failure = ""  # why the watched program failed (it raised, or exited non-zero): the run is stored as failed
 
@@ -85,6 +96,8 @@ class Watch:
             return
         self.context.paused = True
         self.checks.before(optimizer)
+        if self.parity is not None:
+            self.parity.before_step(optimizer)
         if self.shadow is not None:
             self.context.optimizer = type(optimizer).__name__
             self.context.refresh_names = lambda: self._name_tensors(optimizer)
@@ -138,6 +151,8 @@ class Watch:
                 nn_module.register_module_forward_pre_hook(self._forward_pre),
                 nn_module.register_module_forward_hook(self._forward_post),
             ]
+        if self.parity is not None:
+            self.parity.install()
         try:
             if self.shadow is not None:
                 with self.shadow:
@@ -147,6 +162,8 @@ class Watch:
         finally:
             for handle in handles:
                 handle.remove()
+            if self.parity is not None:
+                self.parity.remove()
 
 
 def _within_a_step() -> bool:
@@ -167,7 +184,8 @@ def _within_a_step() -> bool:
 @contextlib.contextmanager
 def watch(*, db: str | None = None, every: int = 1, sample: float = 1.0, invariants_only: bool = False,
           repeats: bool = False, all_steps: bool = False, device: str = "cpu", program: str = "", out: str | Path | None = None,
-          json: str | Path | None = None, junit: str | Path | None = None) -> Iterator[Watch]:
+          json: str | Path | None = None, junit: str | Path | None = None, ranks: int = 0, rank: int = 0,
+          parity: bool = False) -> Iterator[Watch]:
     """Watch the block: invariants around the optimizer steps (watch.cadence), and (unless ``invariants_only``) its ops judged.
 
     Each distinct call (op, tensor shapes, strides, dtypes, devices: watch.shadow)
@@ -177,13 +195,15 @@ def watch(*, db: str | None = None, every: int = 1, sample: float = 1.0, invaria
     ``with torchsleuth.watch() as w: train()`` then ``w.findings``; with ``db``
     the findings are stored as a run (``w.result`` is its ``SweepResult``), and
     ``out`` (repro scripts), ``json`` (the findings file) and ``junit`` are written.
+    ``ranks``: the world size of the sharded program this process is rank ``rank`` of (watch.ranks gathers the ranks'
+    findings; watch.sharded judges their DTensor calls); ``parity``: record each step's loss and full gradients (watch.parity).
     """
     if db is None and (out is not None or json or junit):
         raise UsageError("watch(out=, json=, junit=) writes what a stored run found: give db= as well")
     outputs.check(out=out, json=json, junit=junit)  # before the program runs, not after
     config = WatchConfig(device=device, program=program, every=every, sample=sample, invariants_only=invariants_only, repeats=repeats,
-                         all_steps=all_steps)
-    session = Watch(config)
+                         all_steps=all_steps, ranks=ranks, parity=parity)
+    session = Watch(config, rank=rank)
     started = time.monotonic()
     try:
         with session.active():
