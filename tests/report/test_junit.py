@@ -149,7 +149,10 @@ SWEEP = ["--ops", "addcmul", "--dtypes", "float32", "--samples", "1", "--workers
          "--variants", "inplace,functional", "--layouts", "contiguous,transposed,strided", "--search", "values"]
 
 
-def test_ops_and_report_write_the_same_junit(plant, tmp_path, capsys):
+def test_ops_and_report_write_the_same_junit(plant, tmp_path, capsys, monkeypatch):
+    # a wide terminal: the summary shortens a path longer than its line, and tmp_path is longer under pytest -n 2
+    # (.../popen-gw0/...) than the 80 columns a pipe gets
+    monkeypatch.setenv("COLUMNS", "250")
     plant("addcmul_", addcmul_dropping_writes)
     swept = tmp_path / "ops.xml"
     assert main(["ops", *SWEEP, "--out", str(tmp_path / "out"), "--junit", str(swept)]) == 1

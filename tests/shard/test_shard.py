@@ -291,7 +291,8 @@ def test_torchrun_mode_judges_on_rank_0_which_alone_writes_and_reports(tmp_path)
 
     (tmp_path / "rank_plant.py").write_text(RANK_PLANT)
     torchrun = Path(sys.executable).with_name("torchrun")
-    done = subprocess.run([str(torchrun), "--nproc-per-node", "2", "-m", "torchsleuth.cli.main", "shard", "--backend", "gloo",
+    # --standalone: the launch's rendezvous on a free port, not torchrun's fixed 29500 (two suites at once, or pytest -n 2)
+    done = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2", "-m", "torchsleuth.cli.main", "shard", "--backend", "gloo",
                            "--import", "rank_plant.py", "--depth", "catalog", "--ops", "composite.flatten_transpose", "--mesh", "2", "--placements", "shard",
                            "--variants", "functional", "--combinations", "2", "--depth", "catalog", "--out", "out", "--json", "out/f.json"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
