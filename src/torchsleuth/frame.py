@@ -175,7 +175,7 @@ def result(store: Store, run_id: int, *, resumed: bool = False) -> SweepResult:
     reasons = {status: dict(store.reasons(run_id, status)) for status in ("skip", "raised", "error") if statuses.get(status)}
     shrunk = store.shrunk(run_id)
     findings, flaky = grouping.split(store.findings(run_id), shrunk)
-    groups = grouping.group(findings, shrunk, store.diagnoses(run_id))
+    groups = grouping.group(findings, shrunk, store.diagnoses(run_id), merge=run.command == "check")
     return SweepResult(
         run=run, resumed=resumed, statuses=statuses, reasons=reasons,
         failed_units=tuple(store.failed_units(run_id)), notes=tuple(store.notes(run_id)), findings=tuple(findings), seconds=run.seconds,
