@@ -38,7 +38,6 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    from ..report.repro import script
     from ..store.lookup import close_finding_ids, reported_finding
     from ..store.runs import open_store
 
@@ -52,14 +51,7 @@ def run(args) -> int:
     finally:
         store.close()
     finding = reported.finding
-    if reported.run.command == "optim":
-        text = _optim_script(finding, reported.run)
-    elif reported.run.command == "shard":
-        from ..shard.repro import script as shard_script
-
-        text = shard_script(finding)
-    else:
-        text = script(finding, torch_version=reported.run.torch, imports=tuple(reported.run.config.get("imports", ())))
+    text = script_text(finding, reported.run)
     if not args.output:
         print(text, end="" if text.endswith("\n") else "\n")
         return ExitCode.CLEAN
@@ -72,6 +64,19 @@ def run(args) -> int:
         raise UsageError(f"cannot write the script to {str(target)!r}: {e.strerror or e}") from None
     print(f"repro of {finding.id} ({finding.op}, {finding.kind}; run {reported.run.id}) written to {target}; run it with `python {target}`")
     return ExitCode.CLEAN
+
+
+def script_text(finding, run) -> str:
+    """The repro script of ``finding`` of stored ``run``, written by the command that found it."""
+    if run.command == "optim":
+        return _optim_script(finding, run)
+    if run.command == "shard":
+        from ..shard.repro import script as shard_script
+
+        return shard_script(finding)
+    from ..report.repro import script
+
+    return script(finding, torch_version=run.torch, imports=tuple(run.config.get("imports", ())))
 
 
 def _optim_script(finding, run) -> str:
