@@ -22,7 +22,9 @@ bug.
 A group's id is a hash of its key, so it is stable across runs, reruns and
 devices (``torchsleuth diff`` matches groups by id); groups are listed in the
 order of their first finding. A group's ``diagnosis`` is the sentence the
-shrink stage's neighbour tests wrote for it, when there is one.
+shrink stage's neighbour tests wrote for it, when there is one; an
+optimizer's or a sharding's group, which the shrink stage does not replay,
+gets what its findings share said the same way (``_observed``).
 
 ``torchsleuth.check`` groups coarser (``merge``): a user's kernel is one
 function, so two groups of one op that differ only in their trigger's class
@@ -124,8 +126,45 @@ def group(findings: Iterable[Finding], shrunk: Mapping[str, Shrunk] | None = Non
         gid = _id(k)
         diagnosis = diagnoses.get(gid)
         found.append(Group(id=gid, summary=_summary(k, members_of), findings=tuple(f.id for f in members_of),
-                           diagnosis=diagnosis.sentence if diagnosis else ""))
+                           diagnosis=diagnosis.sentence if diagnosis else _observed(members_of)))
     return found
+
+
+def _observed(found: list[Finding]) -> str:
+    """The diagnosis of an optimizer's or a sharding's group, which no neighbour test narrows (the shrink stage
+    replays single op calls): what its findings have in common, said as a diagnosis is. "" for any other group."""
+    first = found[0]
+    cases = [Case.parse(f.case_id) for f in found]
+    if not first.op.startswith("torch.optim.") and not cases[0].oracle.startswith("shard"):
+        return ""
+    by_path: dict[str, list[str]] = {}
+    for case in cases:
+        for path, layout in case.layouts:
+            if layout not in by_path.setdefault(path, []):
+                by_path[path].append(layout)
+    head = f"{first.name}{VARIANT_WORDS.get(first.variant, f' ({first.variant})')} {KIND_WORDS.get(first.kind, f'shows {first.kind}')}"
+    where = (" when " + " and ".join(f"{path} is {_or([_layout_words(n) for n in names])}" for path, names in by_path.items())
+             if by_path else " with every argument contiguous")
+    common = set(cases[0].edits).intersection(*(c.edits for c in cases[1:]))
+    at = f" with {', '.join(e for e in cases[0].edits if e in common)}" if common else ""
+    meshes = sorted({c.oracle.split(":", 1)[1] for c in cases if ":" in c.oracle})
+    on = f" on a {' or '.join(meshes)} mesh" if meshes else ""
+    dtypes = sorted({f.dtype for f in found})
+    count = f"{len(found)} finding{'s' if len(found) != 1 else ''}"
+    return f"{head}{where}{at}{on}; in {_or(dtypes, 'and')} ({count}; what they share, not narrowed by neighbour tests)."
+
+
+def _layout_words(name: str) -> str:
+    record = layouts.find(name)
+    if record is not None:
+        return record.phrase
+    if _PLACEMENT.match(name):
+        return f"placed {name}"
+    return {"sliced": "sliced (gaps between elements)"}.get(name, name)
+
+
+def _or(items: list[str], word: str = "or") -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {word} " + items[-1]
 
 
 def _merged(members: dict[tuple, list[Finding]], diagnoses: Mapping[str, Diagnosis]) -> dict[tuple, list[Finding]]:

@@ -208,7 +208,8 @@ def _expected(finding: Finding) -> list[str]:
     what = "the finding's reference"
     if finding.call is not None and finding.reference in ("layout", "precision", "device") and finding.call.function:
         what = parts.reference_source(finding, finding.call)[1]
-    lines = [f"- call: `{_TENSOR.sub(lambda m: m.group(2), parts.call_source(finding.call))}`" if finding.call and finding.call.function else f"- op: `{finding.op}`",
+    named = finding.call is not None and finding.call.function
+    lines = [f"- call: `{_TENSOR.sub(lambda m: m.group(2), parts.call_source(finding.call))}`" if named else f"- op: `{finding.op}`",
              f"- reference ({finding.reference}): {what}"]
     if m is None:
         return lines + [f"- {finding.summary}"]

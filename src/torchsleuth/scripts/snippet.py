@@ -84,7 +84,8 @@ def _why_not(finding: Finding) -> str:
     call = finding.call
     assert call is not None
     if check_of(finding) not in ("values", "metadata") or finding.reference not in ("precision", *_COPY):
-        return f"a minimal snippet is written for values judged against the layout, precision or device reference, not a {finding.kind} against the {finding.reference} reference"
+        return (f"a minimal snippet is written for values judged against the layout, precision or device reference, "
+                f"not a {finding.kind} against the {finding.reference} reference")
     if call.variant == "backward":
         return "a minimal snippet is written for forward calls; a gradient needs the full script"
     if call.variant in _WRITES and not parts.written(call):
