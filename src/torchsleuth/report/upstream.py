@@ -37,6 +37,7 @@ import torch
 
 from ..cases.records import VARIANT_WORDS, Case
 from ..errors import UsageError
+from ..judge.plugin import BUILTIN
 from ..judge.records import KIND_WORDS, Finding
 from ..scripts import parts
 from ..scripts.snippet import TENSOR as _TENSOR, snippet as minimal
@@ -84,7 +85,7 @@ def build(store, run, ident: str, *, script: Callable[[Finding], str], pythons: 
         members.sort(key=lambda f: not f.id.startswith(ident))  # the finding asked for first
     chosen, filed, why, ran = None, "", "", None
     for finding in members[:TRIES]:
-        text, why_not = minimal(finding)
+        text, why_not = _snippet(finding)
         if not text:
             why = why or why_not
             continue
@@ -104,6 +105,12 @@ def build(store, run, ident: str, *, script: Callable[[Finding], str], pythons: 
     text = _markdown(title, group, finding, run, filed, is_minimal, "" if is_minimal else why, runs)
     return Issue(group=group.id, finding=finding, title=title, text=text, minimal=is_minimal,
                  fallback="" if is_minimal else why, runs=runs)
+
+
+def _snippet(finding: Finding) -> tuple[str, str]:
+    """A finding's snippet: its oracle's (``Oracle.snippet``), else the references' (``scripts.snippet``)."""
+    own = BUILTIN.snippet(finding)
+    return (own, "") if own else minimal(finding)
 
 
 def _find(ident: str, groups: list[grouping.Group], run_id: int) -> grouping.Group:
@@ -205,7 +212,7 @@ def _markdown(title: str, group: grouping.Group, finding: Finding, run, filed: s
 
 def _expected(finding: Finding) -> list[str]:
     m = finding.mismatch
-    what = "the finding's reference"
+    what = {"arbitrary-precision": "the exact value, by mpmath"}.get(finding.reference, "the finding's reference")
     if finding.call is not None and finding.reference in ("layout", "precision", "device") and finding.call.function:
         what = parts.reference_source(finding, finding.call)[1]
     named = finding.call is not None and finding.call.function
@@ -217,8 +224,9 @@ def _expected(finding: Finding) -> list[str]:
         return lines + [f"- {m.describe()}"]
     at = f" at index {list(m.worst_index)}" if m.worst_index else ""
     lines.append(f"- expected `{m.expected}`, actual `{m.actual}`{at} ({m.mismatched} of {m.numel} elements differ)")
+    allowed = f"{m.allowed:.3g}" if m.allowed is not None else f"atol={m.atol:.3g}, rtol={m.rtol:.3g}"
     if m.max_abs_err is not None:
-        lines.append(f"- error {m.max_abs_err:.4g}; allowed atol={m.atol:.3g}, rtol={m.rtol:.3g}")
+        lines.append(f"- error {m.max_abs_err:.4g}; allowed {allowed}")
     return lines
 
 

@@ -152,7 +152,7 @@ def _tensor(spec: TensorSpec) -> str:
     end = spec.storage_offset + sum((size - 1) * stride for size, stride in zip(spec.shape, spec.stride)) + 1 if 0 not in spec.shape else 0
     flat = flat[:max(end, spec.storage_offset)]
     same = flat.numel() > 1 and bool((flat == flat[0]).all() | (flat.isnan().all() if flat.is_floating_point() else False))
-    storage = (f"torch.full(({flat.numel()},), {_number(flat[0].item(), dtype)}, dtype=torch.{spec.dtype}{where})" if same
+    storage = (f"torch.full(({flat.numel()},), {number(flat[0].item(), dtype)}, dtype=torch.{spec.dtype}{where})" if same
                else f"torch.tensor({_literal(flat, dtype)}, dtype=torch.{spec.dtype}{where})")
     return f"{storage}.as_strided({tuple(spec.shape)!r}, {tuple(spec.stride)!r}, {spec.storage_offset})  # {spec.layout}"
 
@@ -160,15 +160,16 @@ def _tensor(spec: TensorSpec) -> str:
 def _literal(values: torch.Tensor, dtype: torch.dtype) -> str:
     """``values`` as a nested list of the shortest literals that give the same bits in ``dtype``."""
     if values.dim() == 0:
-        return _number(values.item(), dtype)
+        return number(values.item(), dtype)
     return "[" + ", ".join(_literal(v, dtype) for v in values.unbind(0)) + "]"
 
 
-def _number(value, dtype: torch.dtype) -> str:
+def number(value, dtype: torch.dtype) -> str:
+    """``value`` as the shortest Python literal that gives the same bits in ``dtype``."""
     if isinstance(value, bool) or dtype == torch.bool:
         return repr(bool(value))
     if isinstance(value, complex):
-        return f"complex({_number(value.real, _real(dtype))}, {_number(value.imag, _real(dtype))})"
+        return f"complex({number(value.real, _real(dtype))}, {number(value.imag, _real(dtype))})"
     if not (dtype.is_floating_point or dtype.is_complex):
         return repr(int(value))
     if math.isnan(value):
