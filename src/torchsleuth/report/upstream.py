@@ -4,12 +4,14 @@ Design note. A PyTorch issue wants a title, a few lines of plain torch that
 fail, what was expected and what came out, the environment, and on which
 releases it happens. All of it is here but the last line of judgement:
 
-* the snippet (``scripts.snippet``) of the group's first finding whose
-  snippet can be written, run here before it is written: it must raise the
-  ``AssertionError`` of its last line, the bug's own failure. A snippet that
-  passes, or raises something else, is not filed; the next finding of the
-  group is tried (three at most), then the full repro script, which must
-  exit 1, and the report says the minimal snippet did not reproduce;
+* the snippet (``scripts.snippet``, or the finding's oracle's own) of the
+  group's first finding whose snippet can be written, run here before it is
+  written: it must raise the ``AssertionError`` of its last line, the bug's
+  own failure. The smallest is tried first (the worst element alone), then
+  the whole shrunk case; a snippet that passes, or raises something else, is
+  not filed; the next finding of the group is tried (three at most), then the
+  full repro script, which must exit 1, and the report says the minimal
+  snippet did not reproduce;
 * expected against actual as the judge recorded them, with the reference
   (what the expected value is: the same call on contiguous copies, in
   float64, ...), and the trigger in one sentence: the group's diagnosis;
@@ -40,7 +42,7 @@ from ..errors import UsageError
 from ..judge.plugin import BUILTIN
 from ..judge.records import KIND_WORDS, Finding
 from ..scripts import parts
-from ..scripts.snippet import TENSOR as _TENSOR, snippet as minimal
+from ..scripts.snippet import TENSOR as _TENSOR, snippets
 from . import groups as grouping
 
 # Seconds one run of the snippet or the script may take under one interpreter.
@@ -85,15 +87,16 @@ def build(store, run, ident: str, *, script: Callable[[Finding], str], pythons: 
         members.sort(key=lambda f: not f.id.startswith(ident))  # the finding asked for first
     chosen, filed, why, ran = None, "", "", None
     for finding in members[:TRIES]:
-        text, why_not = _snippet(finding)
-        if not text:
-            why = why or why_not
-            continue
-        tried = run_under(sys.executable, text, snippet=True)
-        if tried.verdict == "reproduces":
-            chosen, filed, ran = finding, text, tried
+        texts, why_not = _snippets(finding)
+        why = why or why_not
+        for text in texts:
+            tried = run_under(sys.executable, text, snippet=True)
+            if tried.verdict == "reproduces":
+                chosen, filed, ran = finding, text, tried
+                break
+            why = f"the minimal snippet of {finding.id} " + ("passes here" if tried.verdict == "does not reproduce" else f"raises: {tried.output}")
+        if chosen is not None:
             break
-        why = f"the minimal snippet of {finding.id} " + ("passes here" if tried.verdict == "does not reproduce" else f"raises: {tried.output}")
     is_minimal = chosen is not None
     if chosen is None:
         chosen = members[0]
@@ -107,10 +110,10 @@ def build(store, run, ident: str, *, script: Callable[[Finding], str], pythons: 
                  fallback="" if is_minimal else why, runs=runs)
 
 
-def _snippet(finding: Finding) -> tuple[str, str]:
-    """A finding's snippet: its oracle's (``Oracle.snippet``), else the references' (``scripts.snippet``)."""
+def _snippets(finding: Finding) -> tuple[list[str], str]:
+    """A finding's snippets to try: its oracle's (``Oracle.snippet``), else the references' (``scripts.snippet``)."""
     own = BUILTIN.snippet(finding)
-    return (own, "") if own else minimal(finding)
+    return ([own], "") if own else snippets(finding)
 
 
 def _find(ident: str, groups: list[grouping.Group], run_id: int) -> grouping.Group:
@@ -182,7 +185,7 @@ def _title(finding: Finding, group: grouping.Group) -> str:
     if " when " in first:
         return f"{first} {where}"
     m = finding.mismatch
-    if m is not None and m.attribute == "values" and m.numel <= 16:
+    if m is not None and m.attribute == "values":
         return f"{head} gives {m.actual} where {m.expected} is expected {where}"
     return f"{head} {KIND_WORDS.get(finding.kind, f'shows {finding.kind}')} {where}"
 

@@ -19,7 +19,11 @@ in-place and ``out=`` calls) on contiguous copies (``layout``), on float64
 copies rounded back (``precision``), or on the CPU (``device``). It is
 computed before the call, so an in-place call cannot change what it reads.
 
-``snippet`` answers only for what it can write faithfully: a values or
+Where every tensor argument has the result's shape, the first snippet tried
+keeps only the worst element of each (``lgamma`` at one number); the whole
+shrunk case is the second, for a bug that needs the layout or the length.
+
+``snippets`` answers only for what it can write faithfully: a values or
 metadata check of a forward call (functional, method, in-place, ``out=``)
 against those three references, every storage inline and small enough to
 read (``LIMIT`` elements). Anything else gets a reason, and the caller falls
@@ -48,17 +52,45 @@ _COPY = {"layout": ".contiguous()", "device": ".cpu()"}
 _WRITES = ("inplace", "out")
 
 
-def snippet(finding: Finding) -> tuple[str, str]:
-    """(source, "") for ``finding``, or ("", why) when none can be written (see the design note)."""
+def snippets(finding: Finding) -> tuple[list[str], str]:
+    """The snippets of ``finding`` to try, smallest first, or ([], why) when none can be written.
+
+    The first, where every tensor argument has the shape the worst element's index is of, keeps that one element
+    of each (an elementwise op's bug at one value needs no more); the second is the whole shrunk case. A bug that
+    needs the layout, or the length (a vector path), passes in the first and is left to the second: the caller
+    runs them and files the first that fails."""
     why = _why_not(finding)
     if why:
-        return "", why
+        return [], why
+    found = [_source(finding, index) for index in (_worst(finding), None) if index != ()]
+    return found, ""
+
+
+def snippet(finding: Finding) -> tuple[str, str]:
+    """The whole shrunk case's snippet (``snippets``' last), or ("", why)."""
+    found, why = snippets(finding)
+    return (found[-1], "") if found else ("", why)
+
+
+def _worst(finding: Finding) -> tuple[int, ...] | None:
+    """The index of the worst element where every tensor argument is of the result's shape; () where not."""
+    m, call = finding.mismatch, finding.call
+    shapes = {tuple(s.shape) for s in call.tensors} if call else set()
+    if m is None or m.attribute != "values" or not m.worst_index or len(shapes) != 1:
+        return ()
+    (shape,) = shapes
+    if len(shape) != len(m.worst_index) or math.prod(shape) < 2:
+        return ()
+    return tuple(m.worst_index)
+
+
+def _source(finding: Finding, index: tuple[int, ...] | None) -> str:
     call = finding.call
     assert call is not None
     names = _names(call)
     lines = ["import torch"]
     for spec in call.tensors:
-        lines.append(f"{names[spec.path]} = {_tensor(spec)}")
+        lines.append(f"{names[spec.path]} = {_tensor(spec, index)}")
     reference, _ = parts.reference_source(finding, call)
     expected = _sub(reference, names, finding, copy=True)
     if finding.reference == "precision":
@@ -74,7 +106,7 @@ def snippet(finding: Finding) -> tuple[str, str]:
     atol, rtol = parts.tolerance(finding)
     device = ", check_device=False" if finding.reference == "device" else ""
     lines.append(f"torch.testing.assert_close({actual}, expected, atol={atol:.3g}, rtol={rtol:.3g}, equal_nan=True{device})")
-    return "\n".join(lines) + "\n", ""
+    return "\n".join(lines) + "\n"
 
 
 def _why_not(finding: Finding) -> str:
@@ -140,11 +172,15 @@ def _storage(spec: TensorSpec) -> torch.Tensor:
     return torch.frombuffer(raw, dtype=torch.uint8).view(dtype) if raw else torch.empty(0, dtype=dtype)
 
 
-def _tensor(spec: TensorSpec) -> str:
-    """The source of one argument: its values, or its storage viewed as the kernel saw it."""
+def _tensor(spec: TensorSpec, index: tuple[int, ...] | None = None) -> str:
+    """The source of one argument: its element at ``index`` alone, its values, or its storage viewed as the kernel
+    saw it."""
     dtype = getattr(torch, spec.dtype)
     flat = _storage(spec)
     where = "" if spec.device == "cpu" else f", device={spec.device!r}"
+    if index is not None:
+        value = flat.as_strided(spec.shape, spec.stride, spec.storage_offset)[index]
+        return f"torch.tensor([{number(value.item(), dtype)}], dtype=torch.{spec.dtype}{where})"
     if _plain(spec):
         view = flat.as_strided(spec.shape, spec.stride, spec.storage_offset)
         return f"torch.tensor({_literal(view, dtype)}, dtype=torch.{spec.dtype}{where})"
