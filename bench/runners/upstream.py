@@ -90,7 +90,7 @@ def main() -> int:
             continue
         text = report.read_text()
         filed = re.search(r"```python\n(.*?)```", text, re.S).group(1)
-        minimal = "minimal snippet" in made.stdout
+        minimal = "(a minimal snippet;" in made.stdout
         verdict = re.search(r"^Output on torch \S+ \(([^)]+)\):", text, re.M).group(1)
         title = text.splitlines()[0].removeprefix("# ")
         rows.append([group, op, title, "snippet" if minimal else "full script", len(filed.splitlines()), verdict])
