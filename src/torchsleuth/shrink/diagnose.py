@@ -164,7 +164,7 @@ def _with_first_layout(text: str) -> str:
     # "self contiguous or at a storage offset" reads better as "contiguous self, or self at ..."
     arg, _, rest = text.partition(" ")
     if rest.startswith("contiguous"):
-        tail = rest.removeprefix("contiguous").removeprefix(" or ")
+        tail = rest.removeprefix("contiguous").removeprefix(" or ").removeprefix(", ")
         return f"contiguous {arg}" + (f", or {arg} {tail}," if tail else "")
     return text
 
@@ -178,15 +178,14 @@ def _either(layouts: tuple[str, ...]) -> str:
         record = layout_rules.find(name)
         if record is not None and len(record.parts) == 2 and record.parts[0] in names:
             modifiers.setdefault(record.parts[0], []).append(_phrase(record.parts[1]))
-    simple = [n for n in names if not _folded(n, modifiers)]
+    # the layouts sharing their modifiers said together, where the first of them stands (the shrunk case's first)
     by_modifier: dict[tuple[str, ...], list[str]] = {}
-    for name in simple:
-        by_modifier.setdefault(tuple(modifiers.get(name, ())), []).append(_phrase(name))
-    chunks = [_or(phrases) + "".join(f", {m} or not" for m in mods) for mods, phrases in by_modifier.items() if mods]
-    plain = by_modifier.get((), [])
-    if not chunks:
-        return _or(plain)
-    return ", or ".join(chunks + ([_or(plain)] if plain else []))
+    for name in names:
+        if not _folded(name, modifiers):
+            by_modifier.setdefault(tuple(modifiers.get(name, ())), []).append(_phrase(name))
+    if list(by_modifier) == [()]:
+        return _or(by_modifier[()])
+    return ", or ".join(_or(phrases) + "".join(f", {m} or not" for m in mods) for mods, phrases in by_modifier.items())
 
 
 def _folded(name: str, modifiers: dict[str, list[str]]) -> bool:
