@@ -164,7 +164,7 @@ def _with_first_layout(text: str) -> str:
     # "self contiguous or at a storage offset" reads better as "contiguous self, or self at ..."
     arg, _, rest = text.partition(" ")
     if rest.startswith("contiguous"):
-        tail = rest.removeprefix("contiguous").removeprefix(" or ").removeprefix(", ")
+        tail = rest.removeprefix("contiguous").removeprefix(" or ").removeprefix(", or ").removeprefix(", ")
         return f"contiguous {arg}" + (f", or {arg} {tail}," if tail else "")
     return text
 
@@ -178,14 +178,21 @@ def _either(layouts: tuple[str, ...]) -> str:
         record = layout_rules.find(name)
         if record is not None and len(record.parts) == 2 and record.parts[0] in names:
             modifiers.setdefault(record.parts[0], []).append(_phrase(record.parts[1]))
-    # the layouts sharing their modifiers said together, where the first of them stands (the shrunk case's first)
-    by_modifier: dict[tuple[str, ...], list[str]] = {}
+    # in the order given (the shrunk case's layout first); the layouts sharing modifiers said together where the
+    # first of them stands
+    items: list[tuple[tuple[str, ...], list[str]]] = []
     for name in names:
-        if not _folded(name, modifiers):
-            by_modifier.setdefault(tuple(modifiers.get(name, ())), []).append(_phrase(name))
-    if list(by_modifier) == [()]:
-        return _or(by_modifier[()])
-    return ", or ".join(_or(phrases) + "".join(f", {m} or not" for m in mods) for mods, phrases in by_modifier.items())
+        if _folded(name, modifiers):
+            continue
+        mods = tuple(modifiers.get(name, ()))
+        same = next((phrases for m, phrases in items if mods and m == mods), None)
+        if same is None:
+            items.append((mods, [_phrase(name)]))
+        else:
+            same.append(_phrase(name))
+    if not modifiers:
+        return _or([phrases[0] for _, phrases in items])
+    return ", or ".join(_or(phrases) + "".join(f", {m} or not" for m in mods) for mods, phrases in items)
 
 
 def _folded(name: str, modifiers: dict[str, list[str]]) -> bool:
