@@ -176,7 +176,7 @@ def result(store: Store, run_id: int, *, resumed: bool = False) -> SweepResult:
     reasons = {status: dict(store.reasons(run_id, status)) for status in ("skip", "raised", "error") if statuses.get(status)}
     shrunk = store.shrunk(run_id)
     findings, aside = grouping.split(store.findings(run_id), shrunk)
-    groups = grouping.group(findings, shrunk, store.diagnoses(run_id))
+    groups = grouping.group(findings, shrunk, store.diagnoses(run_id), merge=run.command == "check")
     flaky = [f for f in aside if shrunk[f.id].status == "flaky"]
     internal = [shrunk[f.id].reported(f) for f in aside if shrunk[f.id].status == "internal"]
     return SweepResult(

@@ -1,7 +1,10 @@
 """The pytest plugin (entry point ``pytest11``): kernel tests that fail with torchsleuth's findings.
 
 Design note. A thin layer over ``torchsleuth.check``; nothing is judged here.
-Two ways in, one message out (``CheckResult.assert_clean``'s):
+Two ways in, one message out (``CheckResult.message``: the groups, their
+diagnoses and repro scripts, or why nothing was judged), given to
+``pytest.fail`` without a traceback, so a failure shows that message and
+nothing of the plugin or the result's repr:
 
 * the fixture ``torchsleuth_check``: ``torchsleuth_check(op, samples, **options)``
   runs ``check`` and fails the test with every finding group, its diagnosis
@@ -40,11 +43,18 @@ def pytest_configure(config) -> None:
 
 
 def _check(config, op, samples=None, **options):
+    """The check, failing the test with its message alone: no traceback through the plugin, no repr of the result."""
+    __tracebackhide__ = True
     from torchsleuth.check import check
+    from torchsleuth.errors import UsageError
 
-    result = check(op, samples, **options)
+    try:
+        result = check(op, samples, **options)
+    except UsageError as e:
+        pytest.fail(f"torchsleuth: {e}", pytrace=False)
     config.stash[_RESULTS].append(result)
-    result.assert_clean()
+    if not result.clean:
+        pytest.fail(result.message(), pytrace=False)
     return result
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,33 @@ def test_isolated_the_op_runs_in_a_worker_that_imports_its_file():
     result = torchsleuth.check(check_ops.scale_bad, isolate=True, **FAST)
     assert result.sweep.run.config["workers"] == 1 and result.sweep.run.config["imports"] == [str(Path(check_ops.__file__).resolve())]
     assert any("layout reference" in g.summary for g in result.groups), result.message()
+
+
+def test_args_kwargs_pairs_catch_a_stride_bug_as_one_group_and_a_clean_check_leaves_no_temp_folder(tmp_path, monkeypatch):
+    """The (args, kwargs) form torch.library.opcheck takes; one kernel reading its input as contiguous is one group
+    (transposed, strided and expanded inputs alike: report.groups' merge), its diagnosis says each layout once; a
+    check without out= keeps only the repro scripts of its findings, and a clean one leaves nothing."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    pairs = [((torch.randn(4, 6),), {"alpha": 2.5}), ((torch.randn(3, 5, 2), -1.25), {})]
+    bad = torchsleuth.check(check_ops.scale_bad, pairs, **FAST)
+    assert bad.judged > 0 and len(bad.groups) == 1, bad.message()
+    diagnosis = bad.groups[0].diagnosis
+    assert "when input is" in diagnosis and "expanded (stride 0)" in diagnosis
+    clauses = re.split(r", or |, | or |; ", diagnosis.split(" when input is ", 1)[1].split(";", 1)[0])
+    assert len(clauses) == len(set(clauses)), diagnosis  # each layout said once
+    assert [p.name for p in tmp_path.iterdir()] == [Path(next(iter(bad.repros.values()))).parents[1].name]
+    assert {p.name for p in Path(next(iter(bad.repros.values()))).parents[1].iterdir()} == {"repros"}
+    for folder in tmp_path.iterdir():
+        shutil.rmtree(folder)
+    good = torchsleuth.check(check_ops.scale_good, pairs, **FAST)
+    assert good.clean and good.judged > 10, good.message()
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_check_whose_samples_make_no_call_fails_saying_why():
+    result = torchsleuth.check(check_ops.scale_good, [((torch.randn(4, 6), 2.5), {"bogus": 1})], **FAST)
+    assert not result.clean and result.judged == 0
+    with pytest.raises(AssertionError, match=r"checked nothing for tsl_check\.scale_good\.default(.|\n)*expected at most 2 argument"):
+        result.assert_clean()

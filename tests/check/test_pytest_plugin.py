@@ -62,7 +62,9 @@ def test_the_fixture_and_the_marker_fail_a_test_with_the_findings_and_pass_a_cle
     text = result.stdout.str()
     assert "FAILED test_kernels.py::test_bad_by_fixture" in text and "FAILED test_kernels.py::test_bad_by_marker" in text
     assert "tsl_check.scale_bad.default gives wrong values when input is strided" in text  # the op, the argument and its layout
-    assert "repro: python " in text
+    assert "repro: python " in text and "- g-" in text  # the group, its diagnosis, its repro
+    failures = text.split("= FAILURES =", 1)[1].split("short test summary", 1)[0]
+    assert "CheckResult(" not in failures and "pytest_plugin" not in failures and "torchsleuth/check" not in failures
 
 
 @pytest.mark.slow
@@ -97,7 +99,7 @@ FAST = dict(dtypes="float32", oracles="none", search="none")
 
 
 def test_in_this_session_the_fixture_fails_with_the_findings_and_returns_a_clean_result(torchsleuth_check):
-    with pytest.raises(AssertionError, match=r"tsl_check\.scale_bad\.default gives wrong values when input is strided"):
+    with pytest.raises(pytest.fail.Exception, match=r"tsl_check\.scale_bad\.default gives wrong values when input is strided"):
         torchsleuth_check(check_ops.scale_bad, SAMPLES, **FAST)
     assert torchsleuth_check(check_ops.scale_good, SAMPLES, **FAST).clean
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 
@@ -172,6 +173,8 @@ def test_planted_dropped_write_is_found_on_non_contiguous_layouts_only(tmp_path,
     assert example["kind"] == "dropped_write" and example["reference"] == "layout" and example["op"] == "torch.optim.Adam"
     assert "never updates" in example["summary"] and example["mismatch"]["path"] in ("weight", "conv")
     assert {a["name"]: a["stride"] for a in example["args"]}["weight"] == [1, 12]
+    group = next(g for g in document["groups"] if example["id"] in g["findings"])  # a diagnosis line, as an op's group has
+    assert re.match(r"Adam \(forloop\) drops its writes when param is .*transposed.*; in float32 \(\d+ findings", group["diagnosis"])
     assert not [f for f in document["findings"] if "contiguous" in f["case_id"] and f["variant"] != "fused"]
     assert "dropped_write" in capsys.readouterr().out
     # the repro: wrong while the plant is in, right without it

@@ -189,6 +189,39 @@ def test_group_key_separates_kind_and_variant(findings):
     assert "float32, float64" in groups[0].summary
 
 
+def test_merge_joins_two_trigger_classes_only_where_each_diagnosis_saw_the_other_fail(findings):
+    """torchsleuth.check's grouping: an expanded input and a transposed one are one bug when each group's neighbour
+    tests failed in the other's class; without that evidence (or without merge) they stay two groups."""
+    from torchsleuth.shrink.records import Diagnosis, Trigger
+
+    transposed = next(f for f in findings if dict(f.layouts).get("input") == "transposed")
+    expanded = dataclasses.replace(transposed, id="f-expanded", case_id=transposed.case_id.replace("input=transposed", "input=expanded"))
+    apart = group([transposed, expanded])
+    assert len(apart) == 2
+
+    def seen(g, failing):
+        trigger = Trigger(path="input", failing=failing, passing=())
+        return Diagnosis(group=g.id, finding=g.findings[0], case_id="", sentence=f"{g.id} fails", triggers=(trigger,))
+
+    both = {apart[0].id: seen(apart[0], ("transposed", "expanded")), apart[1].id: seen(apart[1], ("expanded", "strided"))}
+    merged = group([transposed, expanded], diagnoses=both, merge=True)
+    assert [(g.id, g.findings, g.diagnosis) for g in merged] == [(apart[0].id, (transposed.id, "f-expanded"), f"{apart[0].id} fails")]
+    one_sided = {**both, apart[1].id: seen(apart[1], ("expanded",))}
+    assert len(group([transposed, expanded], diagnoses=one_sided, merge=True)) == 2
+    assert len(group([transposed, expanded], diagnoses=both)) == 2
+
+
+def test_a_sharding_group_gets_a_diagnosis_line_of_what_its_findings_share(findings):
+    base = findings[0]
+    sharded = [dataclasses.replace(base, id=f"f-shard{i}", kind="sharding_mismatch", reference="sharding", variant="functional", dtype=dtype,
+                                   case_id=f"sum|functional|{dtype}|cpu|s0|input=S0|@shard:2x2", op="aten.sum.default", opinfo="sum")
+               for i, dtype in enumerate(("float32", "bfloat16"))]
+    (g,) = group(sharded)
+    assert g.diagnosis == ("sum gives wrong results under sharding when input is placed S0 on a 2x2 mesh; in bfloat16 and float32 "
+                           "(2 findings; what they share, not narrowed by neighbour tests).")
+    assert all(not g.diagnosis for g in group(findings))  # an op's group without a stored diagnosis gets none made up
+
+
 # --- the Python API writes what the command line writes -----------------------------------------
 
 

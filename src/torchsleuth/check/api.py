@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -57,13 +58,22 @@ class CheckResult:
         return self.sweep.groups
 
     @property
+    def judged(self) -> int:
+        """Cases whose call was made and judged (passed or found wrong); skipped, raising and failing ones are not."""
+        return self.sweep.statuses.get("pass", 0) + self.sweep.statuses.get("finding", 0)
+
+    @property
     def clean(self) -> bool:
-        return not self.sweep.findings
+        """No finding, and at least one case judged: a check that judged nothing is not clean, it is hollow."""
+        return not self.sweep.findings and self.judged > 0
 
     def message(self) -> str:
-        """Every finding group: its summary, its diagnosis, and the repro script of its first finding."""
+        """Every finding group: its summary, its diagnosis, and the repro script of its first finding; or, when no
+        case was judged, why."""
         if self.clean:
-            return f"torchsleuth: {self.op} is clean ({self.sweep.cases} cases)"
+            return f"torchsleuth: {self.op} is clean ({self.judged} of {self.sweep.cases} cases judged)"
+        if not self.sweep.findings:
+            return self._hollow()
         by_id = {f.id: f for f in self.findings}
         lines = [f"torchsleuth found {len(self.sweep.findings)} finding(s) in {len(self.groups)} group(s) for {self.op} "
                  f"({self.sweep.cases} cases):"]
@@ -79,9 +89,21 @@ class CheckResult:
         return "\n".join(lines)
 
     def assert_clean(self) -> None:
-        """Raise one AssertionError naming every finding group, its diagnosis and its repro script; nothing if clean."""
+        """Raise one AssertionError naming every finding group, its diagnosis and its repro script, or saying why no
+        case was judged; nothing if clean."""
         if not self.clean:
             raise AssertionError(self.message())
+
+    def _hollow(self) -> str:
+        """Why nothing was judged: each status's most common reasons."""
+        cases = self.sweep.cases
+        why = []
+        for status, reasons in self.sweep.reasons.items():
+            for reason, count in sorted(reasons.items(), key=lambda item: -item[1])[:2]:
+                why.append(f"  {status} x{count}: {reason.splitlines()[0] if reason else '(no reason given)'}")
+        return "\n".join([f"torchsleuth checked nothing for {self.op}: {cases} case{'s' if cases != 1 else ''}, none judged "
+                          "(each was skipped or raised; samples must be calls of the op: tuples of positional "
+                          "arguments, (args, kwargs) pairs, tensors or SampleInputs)", *why])
 
 
 def check(op: Any, samples: Iterable | Callable | None = None, *, reference: Callable | None = None,
@@ -93,14 +115,17 @@ def check(op: Any, samples: Iterable | Callable | None = None, *, reference: Cal
     """Sweep one op deep, as ``torchsleuth ops --ops NAME`` does, and return what was found.
 
     ``op``: a ``torch.library`` custom op, an aten overload (``torch.ops.aten.foo.default``) or any Python callable.
-    ``samples``: calls of it (``SampleInput``-like objects, tuples of positional arguments, or tensors), or a
+    ``samples``: calls of it (``SampleInput``-like objects, ``(args, kwargs)`` pairs as ``torch.library.opcheck``
+    takes them, tuples of positional arguments, or tensors), or a
     function ``samples(dtype, device)`` making them; omitted for an op with a schema, they are generated from it.
     ``reference``: a trusted implementation with the same signature, judged in float64 in place of the op.
     ``layouts``, ``variants``, ``dtypes``, ``oracles``, ``search``: names as the CLI takes them (a comma-separated
     string or an iterable; default: every layout and variant, the samples' dtypes or the catalog's defaults, the
     cheap oracles, every search). ``isolate``: run in a worker process (the op must then be importable from its
-    module). ``out``: where the repro scripts go (default a new temporary folder); ``json``, ``junit``: the findings
-    file and JUnit XML; ``db``: the SQLite store (default in ``out``).
+    module). ``out``: where the store and the repro scripts go; left out, a temporary folder that is removed after
+    the check but for the repro scripts of its findings (a clean check leaves nothing). ``json``, ``junit``: the
+    findings file and JUnit XML; ``db``: the SQLite store (default in ``out``).
+    A check that judged no case (every call raised or was skipped) is not clean: ``assert_clean`` says why.
     """
     # what was asked, checked before anything is registered or run
     chosen_layouts, chosen_variants = select.resolve_layouts(_text(layouts)), select.resolve_variants(_text(variants))
@@ -120,13 +145,28 @@ def check(op: Any, samples: Iterable | Callable | None = None, *, reference: Cal
     config = depth(config, deep=True, given={"oracles"} if chosen_oracles is not None else set())
     if not select.units(config.ops, config.dtypes, device, probe=config.probe_dtypes):
         raise UsageError(f"nothing to check: {name} takes none of {', '.join(names)} on {device} (every sample raised)")
-    out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="torchsleuth-check-"))
-    with _loaded(imports):
-        result = sweep(config, db=db or out / "runs.db", progress=progress, out=out, json=json, junit=junit)
+    asked = out is not None
+    out = Path(out) if asked else Path(tempfile.mkdtemp(prefix="torchsleuth-check-"))
+    try:
+        with _loaded(imports):
+            result = sweep(config, db=db or out / "runs.db", progress=progress, out=out, json=json, junit=junit)
+    finally:
+        if not asked:
+            _tidy(out)
     folder = out / "repros"
     repros = {f.id: str(folder / f"{result.reported(f).id}.py") for f in result.findings
               if (folder / f"{result.reported(f).id}.py").is_file()}
     return CheckResult(op=name, sweep=result, repros=repros)
+
+
+def _tidy(folder: Path) -> None:
+    """A temporary folder of check's own, emptied but for the repro scripts its message points at: gone entirely
+    when there are none (a clean check leaves nothing behind)."""
+    for path in folder.iterdir():
+        if path.name != "repros" or not any(path.glob("*.py")):
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    if not any(folder.iterdir()):
+        folder.rmdir()
 
 
 def _text(value: str | Iterable[str] | None) -> str | None:

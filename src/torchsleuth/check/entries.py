@@ -4,7 +4,8 @@ Design note. Every stage reads an op through a few attributes of its OpInfo
 entry (``cases.opinfo``); an op the user brings (a custom op, an aten
 overload, a plain Python callable such as a Triton kernel's launcher) gets
 the same attributes here, from the samples the user gave: an iterable of
-calls (a ``SampleInput``-like object, a tuple of positional arguments, or one
+calls (a ``SampleInput``-like object, an ``(args, kwargs)`` pair as
+``torch.library.opcheck`` takes them, a tuple of positional arguments, or one
 tensor), or a function ``samples(dtype, device)`` that makes them. Given
 samples are held as they came (on the CPU) and cast, their floating tensors
 only, to each dtype the check asks for; a dtype in which the op raises on
@@ -34,14 +35,27 @@ class Given:
 
 
 def given(sample: Any) -> Given:
-    """A sample as the user wrote it (SampleInput-like, a tuple of positional arguments, one tensor) as a ``Given``."""
+    """A sample as the user wrote it (SampleInput-like, an ``(args, kwargs)`` pair, a tuple of positional arguments,
+    one tensor) as a ``Given``."""
     if hasattr(sample, "input") and hasattr(sample, "args"):
         return Given(sample.input, tuple(sample.args), dict(getattr(sample, "kwargs", {}) or {}))
+    if _pair(sample):  # (args, kwargs): the form torch.library.opcheck takes
+        args, kwargs = sample
+        if not args:
+            raise TypeError("an (args, kwargs) sample with no positional argument: the op's first argument goes in args")
+        return Given(args[0], tuple(args[1:]), dict(kwargs))
     if isinstance(sample, (tuple, list)):
         if not sample:
             raise TypeError("an empty sample: give the op's positional arguments as a tuple")
         return Given(sample[0], tuple(sample[1:]))
     return Given(sample)
+
+
+def _pair(sample: Any) -> bool:
+    """Whether ``sample`` is ``(args, kwargs)``: a tuple or list of two, a tuple or list of arguments and a dict of
+    keywords. A call whose own first argument is a tuple and second a dict reads the same; wrap it as ((t, d), {})."""
+    return (isinstance(sample, (tuple, list)) and len(sample) == 2 and isinstance(sample[0], (tuple, list))
+            and isinstance(sample[1], dict))
 
 
 class GivenOp:

@@ -39,7 +39,6 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    from ..report.repro import script
     from ..store.lookup import close_finding_ids, reported_finding
     from ..store.runs import open_store
 
@@ -58,18 +57,7 @@ def run(args) -> int:
     finally:
         store.close()
     finding = reported.finding
-    if reported.run.command == "optim":
-        text = _optim_script(finding, reported.run)
-    elif reported.run.command == "watch" and _sharded(finding):
-        from ..watch import sharded_repro
-
-        text = sharded_repro.script(finding, sharded_repro.resolved(tuple(reported.run.config.get("imports", ()))))
-    elif reported.run.command == "shard":
-        from ..shard.repro import script as shard_script
-
-        text = shard_script(finding)
-    else:
-        text = script(finding, torch_version=reported.run.torch, imports=tuple(reported.run.config.get("imports", ())))
+    text = script_text(finding, reported.run)
     if not args.output:
         print(text, end="" if text.endswith("\n") else "\n")
         return ExitCode.CLEAN
@@ -93,6 +81,23 @@ def _example(store, group_id: str) -> str | None:
             if group.id == group_id:
                 return group.findings[0]
     return None
+
+
+def script_text(finding, run) -> str:
+    """The repro script of ``finding`` of stored ``run``, written by the command that found it."""
+    if run.command == "optim":
+        return _optim_script(finding, run)
+    if run.command == "watch" and _sharded(finding):
+        from ..watch import sharded_repro
+
+        return sharded_repro.script(finding, sharded_repro.resolved(tuple(run.config.get("imports", ()))))
+    if run.command == "shard":
+        from ..shard.repro import script as shard_script
+
+        return shard_script(finding)
+    from ..report.repro import script
+
+    return script(finding, torch_version=run.torch, imports=tuple(run.config.get("imports", ())))
 
 
 def _sharded(finding) -> bool:

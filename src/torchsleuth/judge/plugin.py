@@ -86,6 +86,8 @@ class Oracle:
     plan: Callable[[Unit, str, int, str], list[str]]
     run: Callable[[Subject], Outcome]
     script: Callable[[Finding, str], str | None] | None = None
+    # the few lines of plain torch an upstream report files (report.upstream); None: the full script is filed
+    snippet: Callable[[Finding], str | None] | None = None
     slower: float = 1.0
     option: Callable[[str | None], str] | None = None
     on_values: bool = False
@@ -185,6 +187,14 @@ class Registry:
             return None
         make = self.get(oracle).script
         return make(finding, torch_version) if make else None
+
+    def snippet(self, finding: Finding) -> str | None:
+        """An oracle finding's plain-torch snippet for an upstream report; None for other findings and oracles without."""
+        oracle = Case.parse(finding.case_id).oracle
+        if not oracle or oracle not in self:
+            return None
+        make = self.get(oracle).snippet
+        return make(finding) if make else None
 
 
 # The oracles torchsleuth ships, in the order their cases run. Named by module

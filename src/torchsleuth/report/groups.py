@@ -22,7 +22,15 @@ bug.
 A group's id is a hash of its key, so it is stable across runs, reruns and
 devices (``torchsleuth diff`` matches groups by id); groups are listed in the
 order of their first finding. A group's ``diagnosis`` is the sentence the
-shrink stage's neighbour tests wrote for it, when there is one.
+shrink stage's neighbour tests wrote for it, when there is one; an
+optimizer's or a sharding's group, which the shrink stage does not replay,
+gets what its findings share said the same way (``_observed``).
+
+``torchsleuth.check`` groups coarser (``merge``): a user's kernel is one
+function, so two groups of one op that differ only in their trigger's class
+(a transposed ``input`` against an expanded one) are one bug when each
+group's diagnosis saw the other's class fail too. The catalog keeps them
+apart: aten routes stride 0 and gaps through different kernels often enough.
 """
 
 from __future__ import annotations
@@ -102,20 +110,91 @@ def _id(k: tuple) -> str:
 
 
 def group(findings: Iterable[Finding], shrunk: Mapping[str, Shrunk] | None = None,
-          diagnoses: Mapping[str, Diagnosis] | None = None) -> list[Group]:
+          diagnoses: Mapping[str, Diagnosis] | None = None, *, merge: bool = False) -> list[Group]:
+    """``merge``: groups that differ only in their triggers' classes and whose diagnoses each saw the other's layout
+    fail too are one group (``torchsleuth.check``: one kernel of the user's, one bug; see ``_same_bug``)."""
     shrunk, diagnoses = shrunk or {}, diagnoses or {}
     members: dict[tuple, list[Finding]] = {}
     for finding in findings:
         same = members.setdefault(key(finding, shrunk.get(finding.id)), [])
         if all(f.id != finding.id for f in same):
             same.append(finding)
+    if merge:
+        members = _merged(members, diagnoses)
     found = []
     for k, members_of in members.items():
         gid = _id(k)
         diagnosis = diagnoses.get(gid)
         found.append(Group(id=gid, summary=_summary(k, members_of), findings=tuple(f.id for f in members_of),
-                           diagnosis=diagnosis.sentence if diagnosis else ""))
+                           diagnosis=diagnosis.sentence if diagnosis else _observed(members_of)))
     return found
+
+
+def _observed(found: list[Finding]) -> str:
+    """The diagnosis of an optimizer's or a sharding's group, which no neighbour test narrows (the shrink stage
+    replays single op calls): what its findings have in common, said as a diagnosis is. "" for any other group."""
+    first = found[0]
+    cases = [Case.parse(f.case_id) for f in found]
+    if not first.op.startswith("torch.optim.") and not cases[0].oracle.startswith("shard"):
+        return ""
+    by_path: dict[str, list[str]] = {}
+    for case in cases:
+        for path, layout in case.layouts:
+            if layout not in by_path.setdefault(path, []):
+                by_path[path].append(layout)
+    head = f"{first.name}{VARIANT_WORDS.get(first.variant, f' ({first.variant})')} {KIND_WORDS.get(first.kind, f'shows {first.kind}')}"
+    where = (" when " + " and ".join(f"{path} is {_or([_layout_words(n) for n in names])}" for path, names in by_path.items())
+             if by_path else " with every argument contiguous")
+    common = set(cases[0].edits).intersection(*(c.edits for c in cases[1:]))
+    at = f" with {', '.join(e for e in cases[0].edits if e in common)}" if common else ""
+    meshes = sorted({c.oracle.split(":", 1)[1] for c in cases if ":" in c.oracle})
+    on = f" on a {' or '.join(meshes)} mesh" if meshes else ""
+    dtypes = sorted({f.dtype for f in found})
+    count = f"{len(found)} finding{'s' if len(found) != 1 else ''}"
+    return f"{head}{where}{at}{on}; in {_or(dtypes, 'and')} ({count}; what they share, not narrowed by neighbour tests)."
+
+
+def _layout_words(name: str) -> str:
+    record = layouts.find(name)
+    if record is not None:
+        return record.phrase
+    if _PLACEMENT.match(name):
+        return f"placed {name}"
+    return {"sliced": "sliced (gaps between elements)"}.get(name, name)
+
+
+def _or(items: list[str], word: str = "or") -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {word} " + items[-1]
+
+
+def _merged(members: dict[tuple, list[Finding]], diagnoses: Mapping[str, Diagnosis]) -> dict[tuple, list[Finding]]:
+    """``members`` with each group folded into the first earlier one it is the same bug as."""
+    kept: dict[tuple, list[Finding]] = {}
+    for k, found in members.items():
+        into = next((earlier for earlier in kept if _same_bug(earlier, k, diagnoses)), None)
+        if into is None:
+            kept[k] = list(found)
+        else:
+            kept[into].extend(f for f in found if f not in kept[into])
+    return kept
+
+
+def _same_bug(a: tuple, b: tuple, diagnoses: Mapping[str, Diagnosis]) -> bool:
+    """Two keys differing only in the classes of the same triggering arguments (``strides`` against ``stride 0``),
+    where each group's neighbour tests failed in a layout of the other's class on every one of those arguments: the
+    transposed case fails expanded too and the expanded one transposed, so one code path reads both wrong."""
+    (trig_a, trig_b), (rest_a, rest_b) = (a[4], b[4]), (a[:4] + a[5:], b[:4] + b[5:])
+    if rest_a != rest_b or not trig_a or [p for p, _ in trig_a] != [p for p, _ in trig_b]:
+        return False
+    return _failed_in(diagnoses.get(_id(a)), trig_b) and _failed_in(diagnoses.get(_id(b)), trig_a)
+
+
+def _failed_in(diagnosis: Diagnosis | None, trigger: tuple[tuple[str, str], ...]) -> bool:
+    """Whether ``diagnosis`` saw each argument of ``trigger`` fail in a layout of its class."""
+    if diagnosis is None:
+        return False
+    failing = {t.path: {property_class(name) for name in t.failing} for t in diagnosis.triggers}
+    return all(cls in failing.get(path, ()) for path, cls in trigger)
 
 
 def of_run(store, run_id: int) -> tuple[list[Finding], list[Group]]:

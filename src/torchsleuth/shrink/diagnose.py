@@ -13,9 +13,11 @@ failure needs. Its neighbours say what the trigger is:
 * the other dtypes of the sweep, and, off the CPU, the CPU.
 
 The sentence reads like the one a person would file: "in-place addcmul_
-drops its writes when self is transposed or strided; contiguous self, or
-self at a storage offset, is fine; any layout of args[0], args[1] is fine;
-in float32 and float64."
+drops its writes when self is transposed or strided, at a storage offset or
+not; contiguous self, or self at a storage offset, is fine; any layout of
+args[0], args[1] is fine; in float32 and float64." Each layout is said once:
+a combined layout whose first part fails alone is a modifier of that part
+("at a storage offset or not"), not a clause of its own.
 """
 
 from __future__ import annotations
@@ -162,13 +164,45 @@ def _with_first_layout(text: str) -> str:
     # "self contiguous or at a storage offset" reads better as "contiguous self, or self at ..."
     arg, _, rest = text.partition(" ")
     if rest.startswith("contiguous"):
-        tail = rest.removeprefix("contiguous").removeprefix(" or ")
+        tail = rest.removeprefix("contiguous").removeprefix(" or ").removeprefix(", or ").removeprefix(", ")
         return f"contiguous {arg}" + (f", or {arg} {tail}," if tail else "")
     return text
 
 
 def _either(layouts: tuple[str, ...]) -> str:
-    return " or ".join(_phrase(name) for name in layouts)
+    """The layouts as one clause, each said once: a combined layout whose first part fails alone is said as a
+    modifier of that part ("transposed or strided, at a storage offset or not"), never as a layout of its own."""
+    names = list(dict.fromkeys(layouts))
+    modifiers: dict[str, list[str]] = {}  # a failing part -> what the combined layouts add to it
+    for name in names:
+        record = layout_rules.find(name)
+        if record is not None and len(record.parts) == 2 and record.parts[0] in names:
+            modifiers.setdefault(record.parts[0], []).append(_phrase(record.parts[1]))
+    # in the order given (the shrunk case's layout first); the layouts sharing modifiers said together where the
+    # first of them stands
+    items: list[tuple[tuple[str, ...], list[str]]] = []
+    for name in names:
+        if _folded(name, modifiers):
+            continue
+        mods = tuple(modifiers.get(name, ()))
+        same = next((phrases for m, phrases in items if mods and m == mods), None)
+        if same is None:
+            items.append((mods, [_phrase(name)]))
+        else:
+            same.append(_phrase(name))
+    if not modifiers:
+        return _or([phrases[0] for _, phrases in items])
+    return ", or ".join(_or(phrases) + "".join(f", {m} or not" for m in mods) for mods, phrases in items)
+
+
+def _folded(name: str, modifiers: dict[str, list[str]]) -> bool:
+    """Whether ``name`` is a combined layout said as a modifier of its failing first part."""
+    record = layout_rules.find(name)
+    return record is not None and len(record.parts) == 2 and record.parts[0] in modifiers
+
+
+def _or(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
 
 
 def _phrase(layout: str) -> str:

@@ -40,7 +40,7 @@ from ...run.exact_functions import FUNCTIONS
 from ...run.facts import facts as read_facts
 from .detail import Detail
 from .judging import MOST, grid, judge
-from .script import script
+from .script import script, snippet
 
 DESCRIPTION = "float64 results of elementwise special functions against mpmath, at the samples' values and over the whole range"
 # Wrong points a finding's Detail (and its script) carries at most.
@@ -102,4 +102,5 @@ def _own_points(sample, variables: list[str]) -> list[tuple[float, ...]]:
     return list(zip(*flat))
 
 
-ORACLE = Oracle(name="exact", description=DESCRIPTION, cost="cheap", plan=plan, run=run, script=script, on_values=True)
+ORACLE = Oracle(name="exact", description=DESCRIPTION, cost="cheap", plan=plan, run=run, script=script, snippet=snippet,
+                on_values=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from ...judge.plugin import decode_detail
 from ...judge.records import Finding
 from ...scripts import parts
+from ...scripts.snippet import number
 from .detail import Detail
 
 _MAIN = '''
@@ -60,3 +61,27 @@ def script(finding: Finding, torch_version: str) -> str | None:
         f"ALLOWED = {tuple(detail.allowed)!r}",
     ])
     return head + "\nimport math\nimport sys\n\nimport torch\n\n" + constants + "\n" + _MAIN
+
+
+def snippet(finding: Finding) -> str | None:
+    """The wrong points as a few lines of plain torch: the call on them, their exact values, one ``assert_close``
+    within what the rule allowed (the exact values rounded to the dtype, which moves them by half a unit at most)."""
+    import torch
+
+    detail = decode_detail(Detail, finding)
+    if detail is None or not detail.points or not detail.call.startswith("torch."):
+        return None
+    dtype = getattr(torch, detail.dtype)
+    names = ("x", "y", "z", "u")[:len(detail.points[0])]
+    if len(names) < len(detail.points[0]):
+        return None
+    lines = ["import torch"]
+    for i, name in enumerate(names):
+        values = ", ".join(number(float.fromhex(point[i]), dtype) for point in detail.points)
+        lines.append(f"{name} = torch.tensor([{values}], dtype=torch.{detail.dtype})")
+    numbers = "".join(f", {n!r}" for n in detail.numbers)
+    lines.append(f"actual = {detail.call}({', '.join(names)}{numbers})")
+    exact = ", ".join(f"float({e!r})" for e in detail.expected)
+    lines.append(f"expected = torch.tensor([{exact}], dtype=torch.{detail.dtype})  # exact ({detail.source}, by mpmath)")
+    lines.append(f"torch.testing.assert_close(actual, expected, atol={max(detail.allowed):.3g}, rtol=0, equal_nan=True)")
+    return "\n".join(lines) + "\n"
