@@ -76,8 +76,8 @@ there is a limit at best.
 The modules: ``detail`` (the case's form, the finding's record),
 ``helpers`` (the derivatives as plain torch code, which scripts copy),
 ``derivatives`` (the call and its derivatives as calls the judge's rule
-measures), ``judging`` (one argument's verdict and its finding), ``script``
-and this one.
+measures), ``judging`` (one argument's verdict), ``findings`` (its
+finding's words and record), ``script`` and this one.
 """
 
 from __future__ import annotations
