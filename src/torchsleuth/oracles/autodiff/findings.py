@@ -58,7 +58,8 @@ class Findings:
         else:
             smooth = {p: s for p, (_, _, s) in fd.items()}
             m = dv.by_rule(self.wide, dv.FIRST, self.path, v, u, forward, reverse, smooth, override=self.subject.override, op=self.op,
-                           noise=self._noise(dv.FIRST, self.call_wide, self.W, v, u))
+                           noise=self._noise(dv.FIRST, self.call_wide, self.W, v, u),
+                           allowance=self._allowance(reverse, self.wide.case.dtype))
             slack = dv.slack_at(m, reverse[m.path]) if m is not None else 0.0
         if m is None:
             return None

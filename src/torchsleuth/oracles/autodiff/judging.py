@@ -26,14 +26,15 @@ import math
 
 import torch
 
+from ... import dtypes
 from ...cases.records import Case
-from ...judge import calls
+from ...judge import calls, conditioning
 from ...judge.records import Finding
 from ...judge.verdict import one_line
 from ...run import call
 from ...run.ranged import Largest
 from . import derivatives as dv
-from . import helpers
+from . import helpers, ranges
 from .findings import Findings, amount, farther, suspected, words
 from .detail import (BOTH_MODES, DOUBLE_BACKWARD, FORWARD_MODE, FORWARD_OVER_REVERSE, REVERSE_MODE, SECOND_MODES, seeds)
 
@@ -80,6 +81,7 @@ class Argument(Findings):
         fd = self._differences(lambda: helpers.output_differences(self.call_wide, self.W, self.path, v, self._shifts(count)),
                                [p for p, _ in outs])
         fd = self._differentiable(fd, self.call_wide, self.W)
+        fd = self._exact_fd(fd, ranges.FIRST, v, None)
         smooth = {p: s for p, (_, _, s) in fd.items()}
         u = [helpers.masked(c, smooth[p]) for c, (p, _) in zip(helpers.cotangents(outs, self.u_seed), outs)]
         forward = dict(self._mode(FORWARD_MODE, helpers.forward_mode, self.call_wide, self.W, self.path, v))
@@ -124,13 +126,15 @@ class Argument(Findings):
         v = helpers.tangent(self.T[self.path], self.v_seed)
         outs = self._outputs(self.call, self.T)
         smooth = {p: smooth[p] & torch.isfinite(o.detach()).cpu() for p, o in outs}  # a value that overflowed has no derivative to judge
+        smooth = self._exact(smooth, ranges.FIRST, getattr(torch, self.case.dtype), v, None)
         u = [helpers.masked(c, smooth[p]) for c, (p, _) in zip(helpers.cotangents(outs, self.u_seed), outs)]
         forward = dict(self._mode(FORWARD_MODE, helpers.forward_mode, self.call, self.T, self.path, v))
         reverse = self._reverse_jvp(self.call, self.T, v, u)
         if reverse is None:
             return None
         m = dv.by_rule(self.prepared, dv.FIRST, self.path, v, u, forward, reverse, smooth, override=self.subject.override, op=self.op,
-                       noise=self._noise(dv.FIRST, self.call, self.T, v, u))
+                       noise=self._noise(dv.FIRST, self.call, self.T, v, u),
+                       allowance=self._allowance(reverse, self.case.dtype))
         if m is None:
             return None
         v64, u64 = helpers.widen(v, self.W[self.path]), [helpers.widen(c) for c in u]
@@ -138,9 +142,10 @@ class Argument(Findings):
         reverse64 = self._reverse_jvp(self.call_wide, self.W, v64, u64)
         if reverse64 is None:
             return None
-        smooth = self._lopsided(smooth, helpers.lopsided(forward, reverse, forward64, reverse64))
+        smooth = self._lopsided(self._beyond(smooth, [forward64, reverse64]), helpers.lopsided(forward, reverse, forward64, reverse64))
         m = dv.by_rule(self.prepared, dv.FIRST, self.path, v, u, forward, reverse, smooth, override=self.subject.override, op=self.op,
-                       noise=self._noise(dv.FIRST, self.call, self.T, v, u))
+                       noise=self._noise(dv.FIRST, self.call, self.T, v, u),
+                       allowance=self._allowance(reverse, self.case.dtype))
         if m is None:
             return None
         slack = dv.slack_at(m, reverse[m.path])
@@ -154,6 +159,7 @@ class Argument(Findings):
         u = helpers.cotangents(outs, self.u_seed)
         grad = f"grad[{self.path}]"
         fd = self._differences(lambda: helpers.gradient_differences(self.call_wide, self.W, self.path, v, self._shifts(count), u), [grad])
+        fd = self._exact_fd(fd, ranges.SECOND, v, u)
         double = self._second_mode(DOUBLE_BACKWARD, helpers.double_backward, self.call_wide, self.W, u, v)
         over = self._second_mode(FORWARD_OVER_REVERSE, helpers.forward_over_reverse, self.call_wide, self.W, u, v) if self._fwgrad() else None
         if double is None and over is None:
@@ -176,25 +182,28 @@ class Argument(Findings):
             if double is not None and over is not None:
                 gradient = self._mode(REVERSE_MODE, helpers.reverse_mode, self.call, self.T, self.path, u)
                 smooth = {grad: smooth[grad] & torch.isfinite(gradient).cpu()}  # a gradient that overflowed has no derivative to judge
+                smooth = self._exact(smooth, ranges.SECOND, getattr(torch, self.case.dtype), v, u)
                 return self._second_modes(self.prepared, self.call, double, over, smooth, fd, u, v)
         return None
 
     def _second_modes(self, prepared, call_of, double: dict, over: dict, smooth: dict, fd: dict, u, v) -> Finding | None:
         precision = prepared.case.dtype
         m = dv.by_rule(prepared, dv.SECOND, self.path, v, u, double, over, smooth, override=self.subject.override, op=self.op,
-                       noise=self._noise(dv.SECOND, call_of, prepared.tensors, v, u))
+                       noise=self._noise(dv.SECOND, call_of, prepared.tensors, v, u),
+                       allowance=self._allowance(over, precision))
         if m is not None and prepared is not self.wide:  # in the case's dtype: one mode must be off its own float64 value
             v64, u64 = helpers.widen(v, self.W[self.path]), [helpers.widen(c) for c in u]
             double64 = self._second_mode(DOUBLE_BACKWARD, helpers.double_backward, self.call_wide, self.W, u64, v64)
             over64 = self._second_mode(FORWARD_OVER_REVERSE, helpers.forward_over_reverse, self.call_wide, self.W, u64, v64)
             if double64 is None or over64 is None:
                 return None
-            smooth = self._lopsided(smooth, helpers.lopsided(double, over, double64, over64))
+            smooth = self._lopsided(self._beyond(smooth, [double64, over64]), helpers.lopsided(double, over, double64, over64))
             smooth = self._in_range(smooth, {DOUBLE_BACKWARD: double, FORWARD_OVER_REVERSE: over}, {
                 DOUBLE_BACKWARD: lambda: helpers.double_backward(self.call_wide, self.W, self.path, u64, v64),
                 FORWARD_OVER_REVERSE: lambda: helpers.forward_over_reverse(self.call_wide, self.W, self.path, u64, v64)})
             m = dv.by_rule(prepared, dv.SECOND, self.path, v, u, double, over, smooth, override=self.subject.override, op=self.op,
-                           noise=self._noise(dv.SECOND, call_of, prepared.tensors, v, u))
+                           noise=self._noise(dv.SECOND, call_of, prepared.tensors, v, u),
+                           allowance=self._allowance(over, precision))
         if m is None:
             return None
         estimate = fd[m.path][0]
@@ -291,6 +300,39 @@ class Argument(Findings):
             return total
 
         return measure
+
+    def _allowance(self, leaves: dict, dtype: str) -> dict:
+        """The second-order slack by leaf at a conditioned matrix of the case's edits (judge.conditioning), in ``dtype``."""
+        return conditioning.allowance(self.case.op, self.case.edits, self.T, leaves, getattr(torch, dtype))
+
+    def _exact(self, smooth: dict, order: str, dtype: torch.dtype, v, u) -> dict:
+        """``smooth`` without the elements where the exact derivative, or a product a mode takes on the way, lies outside
+        ``dtype``'s normal range (ranges.outside); noted where any."""
+        out = ranges.outside(self.case.op, order, self.W[self.path], v, u[0] if u and len(u) == 1 else None, dtype)
+        if out is None or not bool(out.any()):
+            return smooth
+        found = {p: s & ~out if s.shape == out.shape else s for p, s in smooth.items()}
+        left = sum(int((smooth[p] & ~found[p]).sum()) for p in smooth)
+        if left:
+            self.notes.append(f"{self.path}: {left} element(s) where the exact derivative (mpmath) or its product with the tangent "
+                              f"or cotangent lies outside {dtypes.name(dtype)}'s normal range: no verdict there")
+        return found
+
+    def _exact_fd(self, fd: dict, order: str, v, u) -> dict:
+        """``fd`` (path -> estimate, error, smooth) with ``_exact``'s rule in float64 applied to its smooth masks."""
+        smooth = self._exact({p: s for p, (_, _, s) in fd.items()}, order, torch.float64, v, u)
+        return {p: (e, x, smooth[p]) for p, (e, x, _) in fd.items()}
+
+    def _beyond(self, smooth: dict, wide: list) -> dict:
+        """``smooth`` without the elements where a mode's float64 value lies outside the case's dtype's normal range
+        (ranges.beyond: no exact function needed); noted where any."""
+        out = ranges.beyond(wide, getattr(torch, self.case.dtype))
+        found = {p: s & ~out[p] if p in out and out[p].shape == s.shape else s for p, s in smooth.items()}
+        left = sum(int((smooth[p] & ~found[p]).sum()) for p in smooth)
+        if left:
+            self.notes.append(f"{self.path}: {left} element(s) whose derivative in float64 lies outside {self.case.dtype}'s normal range: "
+                              "no verdict there")
+        return found
 
     def _lopsided(self, smooth: dict, lopsided: dict) -> dict:
         """``smooth`` where one mode is off its float64 value far more than the other (derivatives.lopsided); noted where not."""
