@@ -21,12 +21,14 @@ from ..dtypes import is_inexact, name as dtype_name, wide
 from ..run.transfer import to_host
 from ..run.tree import output_leaves
 from .records import Mismatch
-from .tolerance import Tolerance
+from .tolerance import SLACK, Tolerance
 
 Leaves = list[tuple[str, Any]]
 
-# Units (eps) of the dtype within which a finite value at the overflow bound and an infinity are one result (``brink``).
-BRINK_ULPS = 2.0
+# Units (eps) of the dtype within which a finite value at the overflow bound and an infinity are one result (``brink``),
+# plus the conditioning term: the judges' slack is 2 * SLACK times the move of the result when its inputs are rounded.
+BRINK_ULPS = 1.0
+BRINK_SHARE = 2 * SLACK
 
 
 def flatten(value: Any, root: str = "out") -> Leaves:
@@ -174,7 +176,7 @@ def elementwise(a64: torch.Tensor, e64: torch.Tensor, tol: Tolerance, slack=None
 
 def brink(a64: torch.Tensor, e64: torch.Tensor, slack, dtype: torch.dtype) -> torch.Tensor:
     """Where one side is an infinity and the other a finite value of its sign within ``BRINK_ULPS`` units of ``dtype``
-    plus ``slack`` (the rule's conditioning term) of the dtype's largest value: a result within rounding of the
+    plus the move rounding its inputs makes (``slack / BRINK_SHARE``) of the dtype's largest value: a result within rounding of the
     overflow bound rounds either way (float32 erfcx at the last number whose exact value fits rounds ``x * x`` first,
     within its conditioning, and gives inf; float64 entr gives the largest value at the first number past it), so
     the infinity stands for the bound and is judged as it. The table's tolerance does not count here: an infinity is
@@ -184,9 +186,10 @@ def brink(a64: torch.Tensor, e64: torch.Tensor, slack, dtype: torch.dtype) -> to
     value = torch.where(infinite, e64, a64)
     allowed = BRINK_ULPS * info.eps * value.abs()
     if slack is not None:
-        allowed = allowed + slack.to(torch.float64).reshape(allowed.shape)
+        allowed = allowed + slack.to(torch.float64).reshape(allowed.shape) / BRINK_SHARE
     side = torch.where(infinite, a64, e64)
-    return (infinite | finite) & (torch.sign(value) == torch.sign(side)) & (value.abs() + allowed >= info.max)
+    bound = info.max * (1 + info.eps / 2)  # half a unit past the largest value: from there on a value rounds to an infinity
+    return (infinite | finite) & (torch.sign(value) == torch.sign(side)) & (value.abs() + allowed >= bound)
 
 
 def _equal(a: torch.Tensor, e: torch.Tensor) -> bool:

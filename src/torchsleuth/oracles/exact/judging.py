@@ -17,7 +17,11 @@ a kernel that rounds its argument once (a range reduction, a scaling) may
 lose at an ill-conditioned point, and no more. ``c`` is computed only where the
 comparison fails without it. Where the exact value overflows the dtype, the
 result must be the infinity of its sign; where it underflows, any value
-within a subnormal of zero is right.
+within a subnormal of zero is right. At the brink, an infinity where the
+exact value fits, or the largest value where it does not, is right when the
+exact value lies within a unit and the conditioning term of the overflow
+bound (``_brink``: float64 entr gives the largest value at the first number
+past it).
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ from ...run.exact_functions import Exact
 # of the conditioning term, what rounding the argument once explains at an ill-conditioned point.
 ULPS = 4096.0
 CONDITION_ULPS = 8.0
-# Units of roundoff within which a result at the overflow bound and an infinity are one (``_brink``).
-BRINK_ULPS = 4.0
+# Units of roundoff within which a result at the overflow bound and an infinity are one (``_brink``): a unit of the
+# dtype, plus the move rounding the inputs makes (the conditioning term once).
+BRINK_ULPS = 2.0
 # Points a case judges at most (the sample's first, then the grid's).
 MOST = 1024
 # Seconds the exact values of a case's points may take in all (one value's limit is run.exact.EACH): a point past it
@@ -111,5 +116,5 @@ def _brink(entry: Exact, point, numbers: tuple, y, value: float, largest: float,
         return False
     finite = abs(y) if math.isinf(value) else mp.mpf(abs(value))
     with mp.workprec(PRECISION):  # a few units and the conditioning term, not ULPS: an overflow a window early is wrong
-        allowed = BRINK_ULPS * u * finite + CONDITION_ULPS * u * conditioning(entry, point, numbers)
+        allowed = BRINK_ULPS * u * finite + u * conditioning(entry, point, numbers)
         return bool(finite + allowed >= largest * (1 + u))
