@@ -7,6 +7,7 @@ import itertools
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -34,6 +35,19 @@ def plant():
         yield lambda op, kernel: override(library, op, kernel)
     finally:
         library._destroy()
+
+
+@pytest.fixture
+def autograd_plant():
+    """``autograd_plant(op, function)``: ``function`` as ``op``'s AutogradCPU kernel until the test ends (an
+    ``autograd.Function`` whose forward runs below autograd: its derivative formulas replace aten's)."""
+    library = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            yield lambda op, function: library.impl(op, function, "AutogradCPU")
+        finally:
+            library._destroy()
 
 
 @pytest.fixture

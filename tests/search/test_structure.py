@@ -1,8 +1,11 @@
 """Structured inputs: the ``matrices``, ``duplicates`` and ``sequences`` searches.
 
-Two planted bugs, each reached only by a structured input: a forward-mode
+Three planted bugs, each reached only by a structured input: a forward-mode
 derivative of ``linalg.matrix_power`` wrong only at a singular matrix (an
-Autograd kernel whose jvp takes a shortcut there), and a ``scatter_add``
+Autograd kernel whose jvp takes a shortcut there), a reverse-mode derivative
+of ``linalg.inv`` wrong only at an ill-conditioned matrix, past the
+second-order allowance there (a backward through a truncated
+pseudo-inverse), and a ``scatter_add``
 CPU kernel that drops every write past the 256th into one slot in bfloat16.
 Each is found by a run pointed at the op with the default searches and
 oracles, named with its structure edit; missed with the other searches
@@ -13,8 +16,6 @@ they name, exactly.
 """
 
 from __future__ import annotations
-
-import warnings
 
 import pytest
 import torch
@@ -81,16 +82,32 @@ class _MatrixPower(torch.autograd.Function):
         return _power_tangent(a, t, n)
 
 
-@pytest.fixture
-def autograd_plant():
-    """``autograd_plant(op, function)``: ``function`` as ``op``'s AutogradCPU kernel until the test ends."""
-    library = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            yield lambda op, function: library.impl(op, function, "AutogradCPU")
-        finally:
-            library._destroy()
+class _InvTruncated(torch.autograd.Function):
+    """``linalg.inv``, its value and forward mode right; its float32 backward takes the inverse from a pseudo-inverse
+    that drops singular values below 1/32 of the largest (``rtol=2**-5``, a fast path): exact at OpInfo's matrices
+    (condition number 2.25), wrong at a near-singular or ill-conditioned one by far more than perturbation theory's
+    second order allows there (judge.conditioning)."""
+
+    @staticmethod
+    def forward(a):
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.linalg.inv(a)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0], output)
+        ctx.save_for_forward(inputs[0], output)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, inverse = ctx.saved_tensors
+        shortcut = (torch.linalg.pinv(a, rtol=2.0 ** -5) if a.dtype == torch.float32 else inverse).mH
+        return -(shortcut @ g @ shortcut)
+
+    @staticmethod
+    def jvp(ctx, t):
+        _, inverse = ctx.saved_tensors
+        return -(inverse @ t @ inverse)
 
 
 def scatter_add_dropping_past_256(self, dim, index, src):
@@ -123,6 +140,18 @@ def test_a_forward_mode_derivative_wrong_only_at_a_singular_matrix_is_found_name
 
 
 @pytest.mark.slow
+def test_a_gradient_wrong_only_at_an_ill_conditioned_matrix_is_found_past_the_second_order_allowance(autograd_plant, run_sweep):
+    autograd_plant("linalg_inv", _InvTruncated.apply)
+    result = run_sweep(pointed("linalg.inv", "float32", variants=("backward",)))
+    found = [f for f in result.findings if f.kind == "gradient_mismatch" and f.reference == "precision"]
+    assert found, "no gradient finding"
+    assert len(structured(found, "matrix")) == len(found), [f.case_id for f in found]  # only at a structured matrix
+    triggers = {e for f in found for e in Case.parse(f.case_id).edits if e.startswith("matrix:")}
+    assert triggers <= {"matrix:input=near-singular", "matrix:input=ill-conditioned", "matrix:input=batched"}, triggers
+    assert all(f.summary.startswith("linalg_inv backward [float32]") for f in found), found[0].summary
+
+
+@pytest.mark.slow
 def test_the_singular_matrix_bug_is_missed_without_the_matrices_search(autograd_plant, run_sweep):
     autograd_plant("linalg_matrix_power", _MatrixPower.apply)
     others = tuple(name for name in search.names() if name != "matrices")
@@ -142,7 +171,8 @@ def test_an_index_reduction_wrong_past_256_duplicates_in_bfloat16_is_found_named
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("op", "dtype", "verb"), [("linalg.matrix_power", "float32", "matrix"), ("scatter_add", "bfloat16", "dup")])
+@pytest.mark.parametrize(("op", "dtype", "verb"), [("linalg.matrix_power", "float32", "matrix"), ("linalg.inv", "float32", "matrix"),
+                                                   ("scatter_add", "bfloat16", "dup")])
 def test_the_same_runs_over_the_real_kernels_have_no_finding_at_a_structured_input(op, dtype, verb, run_sweep):
     result = run_sweep(pointed(op, dtype))
     assert result.cases and not structured(result.findings, verb), [f.case_id for f in structured(result.findings, verb)][:5]

@@ -14,6 +14,7 @@ import torch
 from torchsleuth import SweepConfig, resolve_ops, search
 from torchsleuth.cases.records import Case
 from torchsleuth.errors import UsageError
+from torchsleuth.oracles.autodiff import ranges
 from torchsleuth.oracles.autodiff.oracle import unfair_sets
 from torchsleuth.run.samples import samples_of
 from torchsleuth.search import boundaries, edges, thresholds, value_sets
@@ -31,6 +32,32 @@ def exp_through_a_shifted_intermediate(x: torch.Tensor) -> torch.Tensor:
         return right.to(x.dtype)
     shifted = (torch.special.expm1((x + SHIFT).double()) + 1).to(torch.float32)  # the intermediate, in float32
     return (shifted.double() * math.exp(-SHIFT)).to(torch.float32)
+
+
+class _ExpShiftedTangent(torch.autograd.Function):
+    """exp, its value and reverse mode right; its forward-mode formula takes the tangent times
+    ``exp_through_a_shifted_intermediate(x)``, so J v overflows in float32 at the two numbers just below exp's
+    threshold, where the exact derivative exp(x) still fits: a derivative formula wrong only at a threshold."""
+
+    @staticmethod
+    def forward(x):
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.exp(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.save_for_forward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * torch.exp(x)
+
+    @staticmethod
+    def jvp(ctx, t):
+        (x,) = ctx.saved_tensors
+        return t * exp_through_a_shifted_intermediate(x)
 
 
 def pointed(op: str, **extra) -> SweepConfig:
@@ -58,6 +85,18 @@ def test_an_intermediate_overflowing_just_below_the_threshold_is_found_and_named
 
 
 @pytest.mark.slow
+def test_a_forward_mode_formula_overflowing_just_below_the_threshold_is_found_by_the_autodiff_oracle(autograd_plant, run_sweep):
+    autograd_plant("exp", _ExpShiftedTangent.apply)
+    result = run_sweep(pointed("exp", variants=("functional",)))
+    forward = [f for f in result.findings if Case.parse(f.case_id).oracle == "autodiff:forward"]
+    assert forward, listing(result)
+    for f in forward:
+        assert "edge:input=overflow" in Case.parse(f.case_id).edits, listing(result)  # the trigger: the threshold's set
+        assert f.summary.startswith("forward-mode derivative of exp [float32]"), f.summary
+    assert "inf" in forward[0].summary, forward[0].summary
+
+
+@pytest.mark.slow
 def test_the_thresholds_search_over_the_real_kernel_is_clean(run_sweep):
     result = run_sweep(pointed("exp"))
     assert not result.findings, listing(result)
@@ -79,12 +118,11 @@ def test_the_overflow_threshold_is_bisected_to_the_dtype_s_own_numbers(op, dtype
     points = edges.sets(op, dtype)["overflow" if op != "sinh" else "overflow.2"]
     assert len(points) == 2 * edges.SIDE and all(lowest <= p <= highest for p in points)
     fn, info = edges.FUNCTIONS[op].fn, torch.finfo(dtype)
-    below, above = points[edges.SIDE - 1], points[edges.SIDE]  # the nearest kept each side
-    assert edges.key(above, dtype) == edges.key(below, dtype) + 3  # the two next to the boundary, between them, left out
-    last, first = (edges.value(edges.key(below, dtype) + i, dtype) for i in (1, 2))
+    last, first = points[edges.SIDE - 1], points[edges.SIDE]  # the last number whose exact result fits, the first past it
+    assert edges.key(first, dtype) == edges.key(last, dtype) + 1
     with mp.workprec(200):
         bound = mp.mpf(info.max) + mp.ldexp(mp.mpf(info.eps), math.frexp(info.max)[1] - 2)
-        assert abs(fn(mp.mpf(below))) < abs(fn(mp.mpf(last))) < bound <= abs(fn(mp.mpf(first))) < abs(fn(mp.mpf(above)))
+        assert abs(fn(mp.mpf(points[0]))) < abs(fn(mp.mpf(last))) < bound <= abs(fn(mp.mpf(first))) < abs(fn(mp.mpf(points[-1])))
 
 
 def test_poles_zeros_and_saturation_are_found():
@@ -128,8 +166,16 @@ def test_plan_and_apply():
         thresholds.apply(sinh, "other=overflow", op="sinh")
 
 
-def test_the_autodiff_oracle_leaves_the_sets_it_cannot_judge_fairly():
-    assert unfair_sets(("dim:input@0>255", "edge:input=overflow.2")) == ["overflow"]
-    assert unfair_sets(("edge:input=magnitude.3@1",)) == ["magnitude"]
-    assert unfair_sets(("edge:input=subnormal.2",)) == ["subnormal"]
-    assert unfair_sets(("edge:input=pole.2", "edge:input=sign", "edge:input=unit")) == []
+def test_the_autodiff_oracle_judges_every_set_and_leaves_out_the_elements_whose_exact_derivative_leaves_the_range():
+    assert unfair_sets(("dim:input@0>255", "edge:input=overflow.2", "edge:input=magnitude.3@1", "edge:input=subnormal.2")) == []
+    overflow = torch.tensor(edges.sets("exp", torch.float32)["overflow"], dtype=torch.float64)
+    last = overflow[edges.SIDE - 1].item()  # exp(x) fits float32, and so does exp(x) * v for |v| <= 1, not for |v| = 2
+    one, two = torch.ones_like(overflow), torch.full_like(overflow, 2.0)
+    out = ranges.outside("exp", ranges.FIRST, overflow, one, None, torch.float32)
+    assert out is not None and not out[edges.SIDE - 1] and ranges.outside("exp", ranges.FIRST, overflow, two, None, torch.float32)[edges.SIDE - 1]
+    assert not ranges.outside("exp", ranges.FIRST, overflow, one, None, torch.float64).any()  # float64 holds them all
+    with mp.workprec(200):  # exp' = exp'' = exp, by mpmath's differences at a relative step
+        assert all(abs(d / mp.exp(mp.mpf(last)) - 1) < mp.mpf(2) ** -100 for d in ranges.derivatives("exp", last))
+    tiny = torch.tensor([4.8e37], dtype=torch.float64)  # erfcx'' there is 1e-113: below float32's smallest normal
+    assert ranges.outside("special.erfcx", ranges.SECOND, tiny, torch.ones_like(tiny), torch.ones_like(tiny), torch.float32).all()
+    assert ranges.outside("add", ranges.FIRST, tiny, tiny, None, torch.float32) is None  # no exact function: the float64 rule

@@ -38,7 +38,7 @@ import torch
 from ..dtypes import is_inexact, wide
 from ..errors import one_line
 from ..run.evidence import Evidence
-from . import arbiter, canonical
+from . import arbiter, canonical, conditioning
 from . import compare as cmp
 from . import contracts
 from .context import Context
@@ -138,6 +138,9 @@ def precision(ctx: Context) -> None:
         base = ctx.tolerance(dtype)
         return Tolerance(atol=PRECISION_MARGIN * base.atol, rtol=PRECISION_MARGIN * base.rtol)
 
+    second = conditioning.allowance(ctx.case.op, ctx.case.edits, ev.prepared.tensors, dict(in_float64), dtype) \
+        if ctx.case.variant == "backward" else {}  # a gradient at a conditioned matrix: the second order too
+
     for jumps in (False, True, "ranged"):
         if jumps == "ranged":  # a last try: the elements where the call's intermediates overflow in the dtype
             overflowed = _overflowed(ctx, actual, in_float64)
@@ -148,6 +151,7 @@ def precision(ctx: Context) -> None:
             actual = [(p, torch.where(overflowed[p].to(v.device), e.to(v.device), v) if p in overflowed else v)
                       for (p, v), (_, e) in zip(actual, expected)]
         slack = {p: PRECISION_MARGIN * s for p, s in (ctx.slack(1.0, jumps=bool(jumps)) or {}).items()}
+        slack = {**second, **{p: s + second[p] if p in second and second[p].shape == s.shape else s for p, s in slack.items()}}
         found = ctx.canonical(cmp.compare(actual, expected, tolerance=tolerance, slack=slack), actual, expected, slack)
         if not found:
             return

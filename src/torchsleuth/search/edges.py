@@ -26,12 +26,12 @@ A ladder of magnitudes over the dtype's whole range (a power of two every
 neighbours of different kinds (``none`` apart) the boundary is bisected in
 the dtype's numbers (their bit patterns, as ordered integers) down to the
 last number of one kind and the first of the other; the boundary and
-``SIDE`` numbers each side of it are kept; at an overflow boundary, the
-two numbers next to it are left out for the ones beyond: their exact values
-may lie within a unit of the overflow bound, where a kernel right to a unit
-(or one that rounds its argument once, erfcx's x*x) rounds either way
-(float32 erfcx gives inf at the last that fits; float64 entr the largest
-finite value at the first past it), and neither side is a fair verdict. ``sign``: the sign changes of f
+``SIDE`` numbers each side of it are kept (at an overflow boundary, where
+the exact values may lie within a unit of the overflow bound, a kernel right
+to its allowance rounds either way, float32 erfcx giving inf at the last
+number that fits and float64 entr the largest value at the first past it:
+the judges take an infinity there for the bound, judge.compare.brink).
+``sign``: the sign changes of f
 on a linear grid (its zeros and the poles it changes sign across: lgamma's
 negative integers, tan's odd multiples of pi/2, digamma's), bisected the same
 way, and the grid's own points with no value (a pole at an integer, where
@@ -112,7 +112,7 @@ class _Finder:
             if ka != kb and "none" not in (ka, kb):
                 low, high = self._bisect(a, b, lambda k: self.kind(k) == ka)
                 kind = next(k for k in KINDS if k in (ka, kb))
-                found.setdefault(kind, []).append(self._around(low, high, apart=kind == "overflow"))
+                found.setdefault(kind, []).append(self._around(low, high))
         grid = [key(i / GRID_STEPS, self.dtype) for i in range(-GRID_END * GRID_STEPS, GRID_END * GRID_STEPS + 1)]
         for a, b in zip(grid, grid[1:]):
             sa, sb = self.sign(a), self.sign(b)
@@ -144,11 +144,9 @@ class _Finder:
                 high = middle
         return low, high
 
-    def _around(self, low: int, high: int, apart: bool = False) -> tuple[float, ...]:
-        """SIDE numbers each side of the boundary between ``low`` and ``high``; ``apart``: the two next to it left out,
-        the SIDE after them kept."""
-        step = 1 if apart else 0
-        keys = [*range(low - SIDE + 1 - step, low + 1 - step), *range(high + step, high + SIDE + step)]
+    def _around(self, low: int, high: int) -> tuple[float, ...]:
+        """SIDE numbers each side of the boundary between ``low`` and ``high``."""
+        keys = [*range(low - SIDE + 1, low + 1), *range(high, high + SIDE)]
         return tuple(value(k, self.dtype) for k in keys if -self.top <= k <= self.top)
 
     def exact(self, k: int):

@@ -29,7 +29,10 @@ the vector body and, whole, in the scalar tail). The sets:
 Judged as the values search's cases are: a lower dtype against the float64
 call (the precision reference), float64 by the oracles that judge the
 searched values (``on_values``: ``exact`` at the edited elements, and the
-autodiff oracle's forward, reverse and second-order derivatives there). The
+autodiff oracle's forward, reverse and second-order derivatives there, at
+every set: where the exact derivative, or its product with the oracle's
+tangent and cotangent, leaves the dtype's normal range, that element has no
+verdict, oracles.autodiff.ranges). The
 function-led sets are planned for the backward variant too (their points are
 where a derivative formula's own overflow and poles are, which the float64
 run with the dtype's range excuses where it is the intermediates'); the
@@ -62,12 +65,6 @@ FORM = "edge:PATH=SET[@K]"
 
 VARIANTS = ("functional", "backward", "inplace")
 FORWARD_ONLY = ("magnitude", "integer", "half", "quotient")  # set families whose backward is not judged fairly
-# Set families the autodiff oracle leaves unjudged, as it leaves the values search's inexact sets: a derivative formula
-# multiplies values at the range's end in another order than the function (exp's forward-over-reverse overflows at
-# 88.7228 where exp and its derivative fit); where the result is subnormal or zero, a derivative's error below the
-# smallest normal (erfcx'' at 4.8e37: 2.35e-38 where the exact value is 1e-113) is scaled up by the oracle's tangent,
-# drawn with |x| (4.8e34 there), past any allowance; and finite differences step across a rounding op's jumps.
-GRADIENT_UNFAIR = ("overflow", "subnormal", "zero", *FORWARD_ONLY)
 
 
 def edge(path: str, name: str, rotation: int = 0) -> str:
@@ -95,14 +92,6 @@ def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
     if op in boundaries.UNARY_ROUNDING:
         return [(*grown, edge(targets[0], name)) for name in names]
     return [(*grown, *(edge(path, name, i) for i, path in enumerate(targets))) for name in names]
-
-
-def gradient_unfair(edit: str) -> str | None:
-    """The set family of ``edit`` when it is one of this search's whose derivatives are not judged (GRADIENT_UNFAIR)."""
-    if not edit.startswith(VERB + ":"):
-        return None
-    family = edit.rpartition("=")[2].partition("@")[0].partition(".")[0]
-    return family if family in GRADIENT_UNFAIR else None
 
 
 def set_values(op: str, name: str, dtype: torch.dtype) -> tuple[float, ...]:

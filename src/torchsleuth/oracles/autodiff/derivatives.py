@@ -108,10 +108,11 @@ def kept(actual: dict, expected: dict, smooth: dict) -> dict:
 
 
 def by_rule(prepared: call.Prepared, order: str, path: str, v, u, actual: dict, expected: dict, smooth: dict, *,
-            override, op: str, noise) -> Mismatch | None:
+            override, op: str, noise, allowance: dict | None = None) -> Mismatch | None:
     """The first leaf where ``actual`` (this mode's derivative of ``prepared``) is not ``expected`` (another mode's) within
     the judge's rule for two rounded results plus ``NOISE_FACTOR`` times ``noise()`` (by leaf: how far the two modes move
-    when their inputs move by a few units in the last place), smooth elements only."""
+    when their inputs move by a few units in the last place) plus ``allowance`` (by leaf: the second order at a
+    conditioned matrix, judge.conditioning), smooth elements only."""
     actual = kept(actual, expected, smooth)
     size = scale(v, u if order == SECOND else [])
 
@@ -123,6 +124,8 @@ def by_rule(prepared: call.Prepared, order: str, path: str, v, u, actual: dict, 
     if not found:
         return None
     extra = {p: NOISE_FACTOR * n for p, n in noise().items()}
+    for p, more in (allowance or {}).items():
+        extra[p] = extra[p] + more if p in extra and extra[p].shape == more.shape else more
     for p, a in actual.items():  # the table's atol, for a derivative as large as the tangent (and cotangents) make it
         grown = torch.full(a.shape, table(a.dtype, override).atol * (size - 1), dtype=torch.float64)
         extra[p] = extra[p] + grown if p in extra else grown

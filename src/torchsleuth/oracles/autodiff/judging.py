@@ -1,10 +1,10 @@
-"""How the ``autodiff`` oracle judges one argument of one configuration, and how it words a finding.
+"""How the ``autodiff`` oracle judges one argument of one configuration.
 
 Design note. ``Argument`` holds the call (in the case's dtype and widened to
 float64), the argument differentiated, its seeds and what the finding will
 need. ``first`` and ``second`` (see oracle.py's design note for the policy)
 raise ``Skip`` when the argument cannot be judged, return a ``Finding``, or
-None with their notes in ``notes``.
+None with their notes in ``notes``; findings.py words the finding.
 
 Every comparison leaves out the elements where float64 finite differences
 say the function has a kink along the tangent (helpers.finite_differences):
@@ -26,37 +26,24 @@ import math
 
 import torch
 
+from ... import dtypes
 from ...cases.records import Case
-from ...judge import calls
-from ...judge.context import Context
-from ...judge.plugin import encode_detail
-from ...judge.records import Finding, Mismatch
+from ...judge import calls, conditioning
+from ...judge.records import Finding
 from ...judge.verdict import one_line
 from ...run import call
 from ...run.ranged import Largest
 from . import derivatives as dv
-from . import helpers
-from .detail import (BOTH_MODES, CONTRACTION, DOUBLE_BACKWARD, FINITE, FORWARD, FORWARD_MODE, FORWARD_OVER_REVERSE, MODES, REFERENCES,
-                     REVERSE_MODE, SECOND, SECOND_MODES, Detail, seeds)
+from . import helpers, ranges
+from .findings import Findings, amount, farther, suspected, words
+from .detail import (BOTH_MODES, DOUBLE_BACKWARD, FORWARD_MODE, FORWARD_OVER_REVERSE, REVERSE_MODE, SECOND_MODES, seeds)
 
 
 class Skip(Exception):
     """This argument cannot be judged; the message says why."""
 
 
-def _g(number: float | None, missing: str = "a change of class") -> str:
-    """A mismatch's distance or allowance in a summary; a change of class (NaN against a number) has neither."""
-    return missing if number is None else f"{number:.3g}"
-
-
-def words(value) -> str:
-    """A derivative's value as a summary prints it."""
-    if isinstance(value, complex):
-        return f"({value.real:.6g}{value.imag:+.6g}j)"
-    return f"{value:.6g}"
-
-
-class Argument:
+class Argument(Findings):
     """One argument of one configuration of a case, differentiated in every mode the case's form judges."""
 
     def __init__(self, subject, case: Case, prepared: call.Prepared, path: str, index: int, op: str, function_name: str):
@@ -94,6 +81,7 @@ class Argument:
         fd = self._differences(lambda: helpers.output_differences(self.call_wide, self.W, self.path, v, self._shifts(count)),
                                [p for p, _ in outs])
         fd = self._differentiable(fd, self.call_wide, self.W)
+        fd = self._exact_fd(fd, ranges.FIRST, v, None)
         smooth = {p: s for p, (_, _, s) in fd.items()}
         u = [helpers.masked(c, smooth[p]) for c, (p, _) in zip(helpers.cotangents(outs, self.u_seed), outs)]
         forward = dict(self._mode(FORWARD_MODE, helpers.forward_mode, self.call_wide, self.W, self.path, v))
@@ -121,7 +109,7 @@ class Argument:
                                   "where the contraction does not say reverse mode is: a second-derivative matter (autodiff:second)")
                 return None
             if off_forward is not None and off_reverse is not None:
-                found = self._modes(forward, reverse, fd, v, u, suspect=_suspect(forward, reverse, fd, off_forward))
+                found = self._modes(forward, reverse, fd, v, u, suspect=suspected(forward, reverse, fd, off_forward))
                 return found if found is not None else self._finite(BOTH_MODES, off_forward, forward, fd)
             suspect = FORWARD_MODE if off_forward is not None else REVERSE_MODE if off_reverse is not None else ""
             return self._modes(forward, reverse, fd, v, u, suspect=suspect)
@@ -138,13 +126,15 @@ class Argument:
         v = helpers.tangent(self.T[self.path], self.v_seed)
         outs = self._outputs(self.call, self.T)
         smooth = {p: smooth[p] & torch.isfinite(o.detach()).cpu() for p, o in outs}  # a value that overflowed has no derivative to judge
+        smooth = self._exact(smooth, ranges.FIRST, getattr(torch, self.case.dtype), v, None)
         u = [helpers.masked(c, smooth[p]) for c, (p, _) in zip(helpers.cotangents(outs, self.u_seed), outs)]
         forward = dict(self._mode(FORWARD_MODE, helpers.forward_mode, self.call, self.T, self.path, v))
         reverse = self._reverse_jvp(self.call, self.T, v, u)
         if reverse is None:
             return None
         m = dv.by_rule(self.prepared, dv.FIRST, self.path, v, u, forward, reverse, smooth, override=self.subject.override, op=self.op,
-                       noise=self._noise(dv.FIRST, self.call, self.T, v, u))
+                       noise=self._noise(dv.FIRST, self.call, self.T, v, u),
+                       allowance=self._allowance(reverse, self.case.dtype))
         if m is None:
             return None
         v64, u64 = helpers.widen(v, self.W[self.path]), [helpers.widen(c) for c in u]
@@ -152,13 +142,14 @@ class Argument:
         reverse64 = self._reverse_jvp(self.call_wide, self.W, v64, u64)
         if reverse64 is None:
             return None
-        smooth = self._lopsided(smooth, helpers.lopsided(forward, reverse, forward64, reverse64))
+        smooth = self._lopsided(self._beyond(smooth, [forward64, reverse64]), helpers.lopsided(forward, reverse, forward64, reverse64))
         m = dv.by_rule(self.prepared, dv.FIRST, self.path, v, u, forward, reverse, smooth, override=self.subject.override, op=self.op,
-                       noise=self._noise(dv.FIRST, self.call, self.T, v, u))
+                       noise=self._noise(dv.FIRST, self.call, self.T, v, u),
+                       allowance=self._allowance(reverse, self.case.dtype))
         if m is None:
             return None
         slack = dv.slack_at(m, reverse[m.path])
-        return self._modes_found(m, _suspect(forward, reverse, fd, m), forward, reverse, fd, self.case.dtype, slack)
+        return self._modes_found(m, suspected(forward, reverse, fd, m), forward, reverse, fd, self.case.dtype, slack)
 
     # --- autodiff:second --------------------------------------------------------------------
 
@@ -168,6 +159,7 @@ class Argument:
         u = helpers.cotangents(outs, self.u_seed)
         grad = f"grad[{self.path}]"
         fd = self._differences(lambda: helpers.gradient_differences(self.call_wide, self.W, self.path, v, self._shifts(count), u), [grad])
+        fd = self._exact_fd(fd, ranges.SECOND, v, u)
         double = self._second_mode(DOUBLE_BACKWARD, helpers.double_backward, self.call_wide, self.W, u, v)
         over = self._second_mode(FORWARD_OVER_REVERSE, helpers.forward_over_reverse, self.call_wide, self.W, u, v) if self._fwgrad() else None
         if double is None and over is None:
@@ -190,32 +182,35 @@ class Argument:
             if double is not None and over is not None:
                 gradient = self._mode(REVERSE_MODE, helpers.reverse_mode, self.call, self.T, self.path, u)
                 smooth = {grad: smooth[grad] & torch.isfinite(gradient).cpu()}  # a gradient that overflowed has no derivative to judge
+                smooth = self._exact(smooth, ranges.SECOND, getattr(torch, self.case.dtype), v, u)
                 return self._second_modes(self.prepared, self.call, double, over, smooth, fd, u, v)
         return None
 
     def _second_modes(self, prepared, call_of, double: dict, over: dict, smooth: dict, fd: dict, u, v) -> Finding | None:
         precision = prepared.case.dtype
         m = dv.by_rule(prepared, dv.SECOND, self.path, v, u, double, over, smooth, override=self.subject.override, op=self.op,
-                       noise=self._noise(dv.SECOND, call_of, prepared.tensors, v, u))
+                       noise=self._noise(dv.SECOND, call_of, prepared.tensors, v, u),
+                       allowance=self._allowance(over, precision))
         if m is not None and prepared is not self.wide:  # in the case's dtype: one mode must be off its own float64 value
             v64, u64 = helpers.widen(v, self.W[self.path]), [helpers.widen(c) for c in u]
             double64 = self._second_mode(DOUBLE_BACKWARD, helpers.double_backward, self.call_wide, self.W, u64, v64)
             over64 = self._second_mode(FORWARD_OVER_REVERSE, helpers.forward_over_reverse, self.call_wide, self.W, u64, v64)
             if double64 is None or over64 is None:
                 return None
-            smooth = self._lopsided(smooth, helpers.lopsided(double, over, double64, over64))
+            smooth = self._lopsided(self._beyond(smooth, [double64, over64]), helpers.lopsided(double, over, double64, over64))
             smooth = self._in_range(smooth, {DOUBLE_BACKWARD: double, FORWARD_OVER_REVERSE: over}, {
                 DOUBLE_BACKWARD: lambda: helpers.double_backward(self.call_wide, self.W, self.path, u64, v64),
                 FORWARD_OVER_REVERSE: lambda: helpers.forward_over_reverse(self.call_wide, self.W, self.path, u64, v64)})
             m = dv.by_rule(prepared, dv.SECOND, self.path, v, u, double, over, smooth, override=self.subject.override, op=self.op,
-                           noise=self._noise(dv.SECOND, call_of, prepared.tensors, v, u))
+                           noise=self._noise(dv.SECOND, call_of, prepared.tensors, v, u),
+                           allowance=self._allowance(over, precision))
         if m is None:
             return None
         estimate = fd[m.path][0]
-        mode = _farther({DOUBLE_BACKWARD: double, FORWARD_OVER_REVERSE: over}, estimate, m)
+        mode = farther({DOUBLE_BACKWARD: double, FORWARD_OVER_REVERSE: over}, estimate, m)
         values = ((DOUBLE_BACKWARD, double), (FORWARD_OVER_REVERSE, over), ("finite differences", {m.path: estimate}))
         summary = (f"second derivative of {self.name()} with respect to {self.argument()}: double backward differs from forward over "
-                   f"reverse by {_g(m.max_abs_err)} (allowed {_g(m.allowed, 'none')}) at element {list(m.worst_index)}{self._in(precision)}; "
+                   f"reverse by {amount(m.max_abs_err)} (allowed {amount(m.allowed, 'none')}) at element {list(m.worst_index)}{self._in(precision)}; "
                    f"float64 finite differences give {words(dv.at(estimate, m.worst_index))}, siding with "
                    f"{FORWARD_OVER_REVERSE if mode == DOUBLE_BACKWARD else DOUBLE_BACKWARD}")
         return self._finding(SECOND_MODES, mode, summary, m, values, precision=precision, slack=dv.slack_at(m, over[m.path]))
@@ -306,6 +301,39 @@ class Argument:
 
         return measure
 
+    def _allowance(self, leaves: dict, dtype: str) -> dict:
+        """The second-order slack by leaf at a conditioned matrix of the case's edits (judge.conditioning), in ``dtype``."""
+        return conditioning.allowance(self.case.op, self.case.edits, self.T, leaves, getattr(torch, dtype))
+
+    def _exact(self, smooth: dict, order: str, dtype: torch.dtype, v, u) -> dict:
+        """``smooth`` without the elements where the exact derivative, or a product a mode takes on the way, lies outside
+        ``dtype``'s normal range (ranges.outside); noted where any."""
+        out = ranges.outside(self.case.op, order, self.W[self.path], v, u[0] if u and len(u) == 1 else None, dtype)
+        if out is None or not bool(out.any()):
+            return smooth
+        found = {p: s & ~out if s.shape == out.shape else s for p, s in smooth.items()}
+        left = sum(int((smooth[p] & ~found[p]).sum()) for p in smooth)
+        if left:
+            self.notes.append(f"{self.path}: {left} element(s) where the exact derivative (mpmath) or its product with the tangent "
+                              f"or cotangent lies outside {dtypes.name(dtype)}'s normal range: no verdict there")
+        return found
+
+    def _exact_fd(self, fd: dict, order: str, v, u) -> dict:
+        """``fd`` (path -> estimate, error, smooth) with ``_exact``'s rule in float64 applied to its smooth masks."""
+        smooth = self._exact({p: s for p, (_, _, s) in fd.items()}, order, torch.float64, v, u)
+        return {p: (e, x, smooth[p]) for p, (e, x, _) in fd.items()}
+
+    def _beyond(self, smooth: dict, wide: list) -> dict:
+        """``smooth`` without the elements where a mode's float64 value lies outside the case's dtype's normal range
+        (ranges.beyond: no exact function needed); noted where any."""
+        out = ranges.beyond(wide, getattr(torch, self.case.dtype))
+        found = {p: s & ~out[p] if p in out and out[p].shape == s.shape else s for p, s in smooth.items()}
+        left = sum(int((smooth[p] & ~found[p]).sum()) for p in smooth)
+        if left:
+            self.notes.append(f"{self.path}: {left} element(s) whose derivative in float64 lies outside {self.case.dtype}'s normal range: "
+                              "no verdict there")
+        return found
+
     def _lopsided(self, smooth: dict, lopsided: dict) -> dict:
         """``smooth`` where one mode is off its float64 value far more than the other (derivatives.lopsided); noted where not."""
         even = sum(int((smooth[p] & ~lopsided[p]).sum()) for p in smooth)
@@ -345,95 +373,3 @@ class Argument:
 
     def _fwgrad(self) -> bool:
         return bool(getattr(self.subject.entry, "supports_fwgrad_bwgrad", False))
-
-    # --- findings ---------------------------------------------------------------------------
-
-    def _modes(self, forward: dict, reverse: dict, fd: dict, v, u, *, suspect: str) -> Finding | None:
-        """Forward mode's J v against reverse mode's in float64, element by element. With a ``suspect`` (the mode off finite
-        differences), within finite differences' tolerance; without one, by the judge's rule, the suspect then being the
-        mode farther from finite differences at the worst element."""
-        if suspect:
-            m = dv.by_differences(forward, {p: (reverse[p], fd[p][1], fd[p][2]) for p in reverse})
-            slack = 0.0
-        else:
-            smooth = {p: s for p, (_, _, s) in fd.items()}
-            m = dv.by_rule(self.wide, dv.FIRST, self.path, v, u, forward, reverse, smooth, override=self.subject.override, op=self.op,
-                           noise=self._noise(dv.FIRST, self.call_wide, self.W, v, u))
-            slack = dv.slack_at(m, reverse[m.path]) if m is not None else 0.0
-        if m is None:
-            return None
-        return self._modes_found(m, suspect or _suspect(forward, reverse, fd, m), forward, reverse, fd, self.wide.case.dtype, slack)
-
-    def _modes_found(self, m: Mismatch, mode: str, forward: dict, reverse: dict, fd: dict, precision: str, slack: float) -> Finding:
-        other = REVERSE_MODE if mode == FORWARD_MODE else FORWARD_MODE
-        estimate = dv.at(fd[m.path][0], m.worst_index)
-        values = ((FORWARD_MODE, forward), (REVERSE_MODE, reverse), ("finite differences", {p: e for p, (e, _, _) in fd.items()}))
-        summary = (f"{mode.replace(' mode', '-mode')} derivative of {self.name()} with respect to {self.argument()} differs from {other} by "
-                   f"{_g(m.max_abs_err)} (allowed {_g(m.allowed, 'none')}) at element {list(m.worst_index)} of {m.path}{self._in(precision)}; "
-                   f"float64 finite differences give {words(estimate)}, siding with {other}")
-        return self._finding(MODES, mode, summary, m, values, precision=precision, slack=slack)
-
-    def _contraction(self, mode: str, s_forward: float, s_reverse: float, allowed: float, fd: dict, u) -> Finding:
-        s_fd, _ = helpers.contraction([(c, helpers.masked(e, s)) for c, (e, _, s) in zip(u, fd.values())])
-        other = REVERSE_MODE if mode == FORWARD_MODE else FORWARD_MODE
-        summary = (f"{mode.replace(' mode', '-mode')} derivative of {self.name()} with respect to {self.argument()} disagrees with {other}: "
-                   f"u.(Jv) = {words(s_forward)} by forward mode, (u^T J).v = {words(s_reverse)} by reverse mode (allowed difference "
-                   f"{allowed:.3g}){self._in(self.wide.case.dtype)}; float64 finite differences give u.(Jv) = {words(s_fd)}")
-        m = Mismatch(path="u.(Jv)", attribute="values", expected=words(s_reverse if mode == FORWARD_MODE else s_forward),
-                     actual=words(s_forward if mode == FORWARD_MODE else s_reverse), mismatched=1, numel=1,
-                     max_abs_err=abs(s_forward - s_reverse), atol=helpers.CONTRACTION_ATOL, rtol=helpers.CONTRACTION_RTOL, allowed=allowed)
-        values = ((f"{FORWARD_MODE} u.(Jv)", s_forward), (f"{REVERSE_MODE} (u^T J).v", s_reverse), ("finite differences u.(Jv)", s_fd))
-        return self._finding(CONTRACTION, mode, summary, m, values, precision=self.wide.case.dtype, slack=0.0)
-
-    def _finite(self, mode: str, m: Mismatch, value: dict, fd: dict, *, other: dict | None = None) -> Finding:
-        estimate, actual = dv.at(fd[m.path][0], m.worst_index), dv.at(value[m.path], m.worst_index)
-        second = m.path.startswith("grad[")
-        what = f"second derivative of {self.name()} with respect to {self.argument()}" if second else \
-            f"derivative of {self.name()} with respect to {self.argument()}"
-        who = {BOTH_MODES: "forward and reverse mode agree but give"}.get(mode, f"{mode} gives")
-        summary = (f"{what}: {who} {words(actual)} where float64 finite differences give {words(estimate)} at element "
-                   f"{list(m.worst_index)} of {m.path} (off by {_g(m.max_abs_err)}, allowed {_g(m.allowed, 'none')})")
-        values = [(mode, value), ("finite differences", {p: e for p, (e, _, _) in fd.items()})]
-        if other is not None:
-            other_mode = FORWARD_OVER_REVERSE if mode == DOUBLE_BACKWARD else DOUBLE_BACKWARD
-            summary += f"; {other_mode} gives {words(dv.at(other[m.path], m.worst_index))}"
-            values.insert(1, (other_mode, other))
-        return self._finding(FINITE, mode, summary, m, tuple(values), precision=self.wide.case.dtype, slack=0.0)
-
-    def _finding(self, check: str, mode: str, summary: str, m: Mismatch, values, *, precision: str, slack: float) -> Finding:
-        form = SECOND if check in (SECOND_MODES,) or m.path.startswith("grad[") else FORWARD
-        shown = tuple(f"{name}: {words(v if isinstance(v, (int, float, complex)) else dv.at(v[m.path], m.worst_index))}" for name, v in values)
-        detail = Detail(form=form, check=check, mode=mode, argument=self.path, precision=precision, layout=self.case.layout_of(self.path),
-                        tangent_seed=self.v_seed, cotangent_seed=self.u_seed, output="" if check == CONTRACTION else m.path,
-                        index=tuple(m.worst_index), atol=m.atol, rtol=m.rtol, slack=slack, values=shown)
-        sentence = (f"{mode} judged against {REFERENCES[check].replace('-', ' ')}; derivatives with respect to {self.path} "
-                    f"({detail.layout}) in {precision} along a tangent seeded {self.v_seed}, cotangents seeded {self.u_seed}: "
-                    + ", ".join(shown))
-        spec = call.call_spec(self.prepared, self.ran, self.function_name)
-        return calls.finding(self.case, kind="gradient_mismatch", reference=REFERENCES[check], op=self.op, summary=summary, mismatch=m,
-                             call_spec=spec, detail=sentence, data=encode_detail(detail))
-
-    # --- words ------------------------------------------------------------------------------
-
-    def name(self) -> str:
-        return f"{Context.short_op(self.op)} [{self.case.dtype}]"
-
-    def argument(self) -> str:
-        layout = self.case.layout_of(self.path)
-        return self.path if layout == "contiguous" else f"a {layout} {self.path}"
-
-    def _in(self, precision: str) -> str:
-        return f" (in {precision})" if precision != self.case.dtype else ""
-
-
-def _farther(sides: dict, estimate: torch.Tensor, m: Mismatch) -> str:
-    """The side (of two, by name) farther from float64's central difference ``estimate`` at ``m``'s worst element (NaN: farthest)."""
-    e = dv.at(estimate, m.worst_index)
-    error = {name: abs(dv.at(value[m.path], m.worst_index) - e) for name, value in sides.items()}
-    return max(error, key=lambda name: math.inf if math.isnan(error[name]) else error[name])
-
-
-def _suspect(forward: dict, reverse: dict, fd: dict, m: Mismatch) -> str:
-    """The first-order mode farther from finite differences at ``m``'s worst element."""
-    return _farther({FORWARD_MODE: forward, REVERSE_MODE: reverse}, fd[m.path][0], m)
-

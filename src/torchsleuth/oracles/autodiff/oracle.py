@@ -69,15 +69,22 @@ values too (``on_values``), of which it judges the sets the search judges
 backward on (``nonfinite``: values exact in every dtype; the ``extreme``,
 ``overflow`` and ``rounding`` sets make derivative formulas overflow or step
 across jumps where the function is fine, and are skipped with that reason),
-and sampled by whole-catalog runs. Where a tensor holds NaN or an infinity,
+and every set of the thresholds search, element by element: no verdict
+where the exact derivative (mpmath), or a product of it with the tangent or
+cotangent a mode takes on the way, lies outside the dtype's normal range, or
+where a mode's float64 value does (ranges.py; the case's note says how many),
+and none where finite differences find the function not smooth within their
+step (a rounding op's jump). A gradient at a conditioned matrix of the
+matrices search may be off by perturbation theory's second order too
+(judge.conditioning). Sampled by whole-catalog runs. Where a tensor holds NaN or an infinity,
 no element that depends on it is judged (helpers.tainted): a derivative
 there is a limit at best.
 
 The modules: ``detail`` (the case's form, the finding's record),
 ``helpers`` (the derivatives as plain torch code, which scripts copy),
 ``derivatives`` (the call and its derivatives as calls the judge's rule
-measures), ``judging`` (one argument's verdict and its finding), ``script``
-and this one.
+measures), ``judging`` (one argument's verdict), ``findings`` (its
+finding's words and record), ``script`` and this one.
 """
 
 from __future__ import annotations
@@ -95,7 +102,7 @@ from ...judge.verdict import one_line
 from ...run import probe, tree
 from ...run.facts import of_references as facts_of
 from ...run.samples import samples_of
-from ...search import thresholds as threshold_search, values as value_search
+from ...search import values as value_search
 from . import helpers
 from .detail import FORWARD, PREFIX, SECOND, form
 from .judging import Argument, Skip
@@ -188,16 +195,15 @@ def differentiated(subject: Subject):
 
 
 def unfair_sets(edits: tuple[str, ...]) -> list[str]:
-    """The value searches' sets among ``edits`` that gradients are not judged on (search.values: only its ANY_OP sets;
-    search.thresholds: not its GRADIENT_UNFAIR families)."""
+    """The values search's sets among ``edits`` that gradients are not judged on (search.values: only its ANY_OP sets).
+    The thresholds search's sets are all judged: where the exact derivative leaves the dtype's range there is no
+    verdict, element by element (ranges.py)."""
     found = []
     for edit in edits:
         if edit.startswith(value_search.VERB + ":"):
             name = edit.rpartition("=")[2].partition("@")[0]
             if name not in value_search.ANY_OP:
                 found.append(name)
-        elif threshold_search.gradient_unfair(edit):
-            found.append(threshold_search.gradient_unfair(edit))
     return list(dict.fromkeys(found))
 
 

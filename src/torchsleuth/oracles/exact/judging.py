@@ -17,7 +17,11 @@ a kernel that rounds its argument once (a range reduction, a scaling) may
 lose at an ill-conditioned point, and no more. ``c`` is computed only where the
 comparison fails without it. Where the exact value overflows the dtype, the
 result must be the infinity of its sign; where it underflows, any value
-within a subnormal of zero is right.
+within a subnormal of zero is right. At the brink, an infinity where the
+exact value fits, or the largest value where it does not, is right when the
+exact value lies within a unit and the conditioning term of the overflow
+bound (``_brink``: float64 entr gives the largest value at the first number
+past it).
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ from ...run.exact_functions import Exact
 # of the conditioning term, what rounding the argument once explains at an ill-conditioned point.
 ULPS = 4096.0
 CONDITION_ULPS = 8.0
+# Units of roundoff within which a result at the overflow bound and an infinity are one (``_brink``): a unit of the
+# dtype, plus the move rounding the inputs makes (the conditioning term once).
+BRINK_ULPS = 2.0
 # Points a case judges at most (the sample's first, then the grid's).
 MOST = 1024
 # Seconds the exact values of a case's points may take in all (one value's limit is run.exact.EACH): a point past it
@@ -82,11 +89,14 @@ def judge(entry: Exact, points: list[tuple[float, ...]], got: list[float], numbe
             continue
         judged += 1
         if abs(y) > largest * (1 + u):  # past the dtype's range: the infinity of its sign
-            if value != (math.inf if y > 0 else -math.inf):
+            if value != (math.inf if y > 0 else -math.inf) and not _brink(entry, point, numbers, y, value, largest, u):
                 bad.append(Bad(index=index, inputs=point, got=value, expected=mp.nstr(y, 25), error=math.inf, allowed=0.0))
             continue
-        if not math.isfinite(value):  # an infinity or NaN where the exact value fits: wrong by any allowance
+        if not math.isfinite(value) and not _brink(entry, point, numbers, y, value, largest, u):
+            # an infinity or NaN where the exact value fits: wrong by any allowance
             bad.append(Bad(index=index, inputs=point, got=value, expected=mp.nstr(y, 25), error=math.inf, allowed=float(ULPS * u * abs(y) + tiny)))
+            continue
+        if not math.isfinite(value):
             continue
         with mp.workprec(PRECISION):
             error = abs(mp.mpf(value) - y)
@@ -96,3 +106,15 @@ def judge(entry: Exact, points: list[tuple[float, ...]], got: list[float], numbe
             if error > allowed:
                 bad.append(Bad(index=index, inputs=point, got=value, expected=mp.nstr(y, 25), error=float(error), allowed=float(allowed)))
     return bad, judged
+
+
+def _brink(entry: Exact, point, numbers: tuple, y, value: float, largest: float, u: float) -> bool:
+    """Whether ``value`` is right at the brink of the range: the exact ``y`` and the result lie each side of the
+    overflow bound (an infinity where ``y`` fits, or a finite value of ``y``'s sign where it does not), within the
+    allowance of the finite one of the two: a kernel right to its allowance rounds either way there."""
+    if math.isnan(value) or (value > 0) != (y > 0):
+        return False
+    finite = abs(y) if math.isinf(value) else mp.mpf(abs(value))
+    with mp.workprec(PRECISION):  # a few units and the conditioning term, not ULPS: an overflow a window early is wrong
+        allowed = BRINK_ULPS * u * finite + u * conditioning(entry, point, numbers)
+        return bool(finite + allowed >= largest * (1 + u))
