@@ -103,6 +103,8 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
                         searched += oracles.cases_for(config.oracles, unit, variant, index, edits)
             for variant in variants:
                 searched += oracles.cases_for(config.sampled, unit, variant, index)  # a catalog run's sample of these oracles
+        # the searched cases an oracle judges its own way too (Oracle.pick: the compiled variant on searched values)
+        searched += oracles.picked(config.oracles, unit, [c for c in searched if not c.oracle], dataclasses.replace(swept, searched=True))
         yield from _run_search(this, searched)
 
 

@@ -234,3 +234,23 @@ def test_the_pick_takes_planned_cases_of_its_dtype_and_only_when_sampled():
     assert len(BUILTIN.picked(("compile:sampled",), unit, planned, swept)) == len(picked)
     two = [dataclasses.replace(swept, position=p, count=2) for p in (0, 1)]  # spread over two samples: each gets some
     assert [len(variant.pick(unit, planned, variant.SAMPLED, s)) for s in two] == [3, 3]
+
+
+def test_the_first_dtypes_each_compile_one_searched_case():
+    from torchsleuth.cases.records import Unit
+
+    dtypes = ("float64", "float32", "float16", "bfloat16", "int64")
+    searched = [Case(op="exp", variant=v, dtype=d, device="cpu", sample=0, edits=(f"special:input={i}",))
+                for d in dtypes for v in ("functional", "backward") for i in range(3)]
+    swept = Swept(dtypes=dtypes, layouts=("contiguous",), variants=("functional", "backward"), position=0, count=1, searched=True)
+    for place, dtype in enumerate(dtypes):
+        unit = Unit(op="exp", dtype=dtype, device="cpu")
+        mine = [c for c in searched if c.dtype == dtype]
+        picked = variant.pick(unit, mine, variant.SAMPLED, swept)
+        if place >= variant.SEARCHED:
+            assert picked == []
+            continue
+        assert len(picked) == 1 and picked[0].oracle == "compile:static" and picked[0].variant == "functional" and picked[0].edits
+    # the engine asks with the sample's planned cases too: unedited ones are never taken as searched
+    unit = Unit(op="exp", dtype="float32", device="cpu")
+    assert variant.pick(unit, [Case(op="exp", variant="functional", dtype="float32", device="cpu", sample=0)], variant.SAMPLED, swept) == []

@@ -50,7 +50,7 @@ cases per op and dtype, spread over those planned; the summary says how many ran
 leaves the sample out). --samples, --oracles,
 --search, --budget and --(no-)probe-dtypes given explicitly win over the depth.
 A pointed run also compiles a sample of its cases with torch.compile (inductor): at most
-24 per op, an all-pairs cover of layout x dtype x variant, each judged like its eager case
+28 per op, an all-pairs cover of layout x dtype x variant, each judged like its eager case
 (the compiled variant; the summary says so); --compile adds every sample's contiguous call,
 --no-compile (or --oracles given) leaves compiling out; a catalog run compiles only with --compile.
 

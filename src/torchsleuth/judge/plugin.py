@@ -35,7 +35,9 @@ raise or give the right answer; ...). A plug-in is an ``Oracle`` record:
   its oracle name set (the compile oracle's compiled variant). ``swept``
   (``Swept``) says what the sweep covers of the op and which of the unit's
   swept samples this is, so that a pick spread over an op's dtypes and
-  samples is the same on a replay.
+  samples is the same on a replay. It is asked once more with the unit's
+  searched cases (``Swept.searched``); what it picks of those joins them,
+  within the sweep's budget.
 
 A plug-in case is an ordinary ``Case`` with ``oracle`` set: its id carries the
 oracle (``...|s0|contiguous|@sizes``), so the shrinker and ``repro`` replay it
@@ -94,6 +96,7 @@ class Swept:
     variants: tuple[str, ...]
     position: int  # the sample's place among the unit's swept samples
     count: int  # how many samples the unit sweeps
+    searched: bool = False  # the cases handed over are the unit's searched cases (edited samples), not one sample's
 
 
 @dataclass(frozen=True, kw_only=True)

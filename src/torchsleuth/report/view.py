@@ -266,8 +266,8 @@ def _compiled(config: dict, raised: dict[str, int]) -> tuple[tuple[str, str], ..
     ``raised`` outcome, not a finding), counted and listed."""
     notes = []
     if "compile:sampled" in (config.get("oracles") or ()):
-        notes.append(("compile", "the compiled variant was sampled: at most 24 compiled cases per op (an all-pairs cover of "
-                                 "layout x dtype x variant), each judged like its eager case; --compile for every sample's "
+        notes.append(("compile", "the compiled variant was sampled: at most 28 compiled cases per op (an all-pairs cover of "
+                                 "layout x dtype x variant, and 4 searched cases), each judged like its eager case; --compile for every sample's "
                                  "contiguous call too, --no-compile for none"))
     failed = sorted(((n, reason) for reason, n in raised.items() if reason.startswith(COMPILE_RAISED)), key=lambda row: (-row[0], row[1]))
     if failed:

@@ -37,12 +37,17 @@ factors. Round 1 compiles dynamic, the others static. Each unit (one dtype)
 takes its tuples, spread over its swept samples; a tuple whose layout does
 not apply to its sample (permuted needs 3-D) or whose variant the op lacks
 compiles the nearest case the sample has (``_realized``). So at most
-``ROUNDS * len(LAYOUTS)`` compiled cases per op (24).
+``ROUNDS * len(LAYOUTS)`` (24) from the cover.
 The op's ``k``-th tuple is compiled on its ``k mod count``-th swept
 sample (in its dtype's unit): an op with up to 24 samples has each of them
 compiled once or more, in one dtype or another (the negative indices of
 ``take`` are in its second sample, the non-power-of-two reductions of
 ``sum`` past its eighth).
+
+Searched values: each of the op's first ``SEARCHED`` dtypes also compiles one
+of its searched cases (the value, argument, size searches' edits of a
+sample), static, among the sweep's searched cases and within its budget.
+So at most 28 compiled cases per op.
 """
 
 from __future__ import annotations
@@ -75,6 +80,8 @@ LAYOUTS = ("contiguous", "transposed", "strided", "offset", "expanded", "permute
 # The variants compiled: the method reaches the functional kernels; backward is the autodiff oracle's.
 VARIANTS = ("functional", "inplace", "out")
 ROUNDS = 3
+# Dtypes of an op (its first, in the sweep's order) that compile one of their searched cases each.
+SEARCHED = 4
 
 
 def option(text: str | None) -> str:
@@ -106,6 +113,8 @@ def pick(unit: Unit, planned: list[Case], option: str, swept) -> list[Case]:
     entry is ``compile:sampled`` (plain ``compile`` is the contiguous call of every sample alone, oracle.py)."""
     if option != SAMPLED:
         return []
+    if swept.searched:
+        return _searched(unit, planned, swept)
     chosen = []
     for k, (layout, dtype, variant, dynamic) in enumerate(cover(swept.dtypes, swept.layouts, swept.variants)):
         if dtype != unit.dtype or k % max(swept.count, 1) != swept.position:  # the op's k-th tuple: its k-th sample, in turn
@@ -114,6 +123,16 @@ def pick(unit: Unit, planned: list[Case], option: str, swept) -> list[Case]:
         if case is not None:
             chosen.append(dataclasses.replace(case, oracle=DYNAMIC if dynamic else STATIC))
     return chosen
+
+
+def _searched(unit: Unit, searched: list[Case], swept) -> list[Case]:
+    """One of the unit's searched cases (edited values, sizes or arguments) compiled, static, in each of the op's
+    first ``SEARCHED`` dtypes: the middle one of its functional, in-place or out= cases, turned by the dtype's place."""
+    j = swept.dtypes.index(unit.dtype) if unit.dtype in swept.dtypes else len(swept.dtypes)
+    fits = [case for case in searched if case.variant in VARIANTS and case.edits]
+    if j >= SEARCHED or not fits:
+        return []
+    return [dataclasses.replace(fits[(len(fits) * (2 * j + 1) // (2 * SEARCHED)) % len(fits)], oracle=STATIC)]
 
 
 def _realized(planned: list[Case], layout: str, variant: str, taken: set[str]) -> Case | None:
