@@ -22,11 +22,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 import torch
+from conftest import run_with_and_without
 
 from torchsleuth import SweepConfig, resolve_ops
 from torchsleuth.cases.records import Case
@@ -186,15 +185,9 @@ def test_the_compiled_repro_is_plain_torch_and_fails_only_with_the_plant(sweeps,
     text = repro.script(finding)
     assert 'torch.compile(call, backend="inductor", fullgraph=True' in text
     assert "import torchsleuth" not in text and "from torchsleuth" not in text  # plain torch
-    scripts = {"planted": PLANT_SOURCE + text, "clean": text}
-    running = {}
-    for name, source in scripts.items():
-        path = tmp_path / f"{name}.py"
-        path.write_text(source)
-        running[name] = subprocess.Popen([sys.executable, str(path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    done = {name: (p.communicate(timeout=300), p.returncode) for name, p in running.items()}
-    assert done["planted"][1] == 1, done["planted"][0]
-    assert done["clean"][1] == 0, done["clean"][0]
+    ran = run_with_and_without(text, PLANT_SOURCE, tmp_path)  # a compile in each: up to a minute on 2 loaded cores
+    assert ran["planted.py"].returncode == 1, ran["planted.py"].stdout + ran["planted.py"].stderr
+    assert ran["clean.py"].returncode == 0, ran["clean.py"].stdout + ran["clean.py"].stderr
 
 
 # --- the pick (no compiling) -------------------------------------------------------------------------------
