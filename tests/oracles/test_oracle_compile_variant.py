@@ -185,7 +185,7 @@ def test_the_compiled_repro_is_plain_torch_and_fails_only_with_the_plant(sweeps,
     text = repro.script(finding)
     assert 'torch.compile(call, backend="inductor", fullgraph=True' in text
     assert "import torchsleuth" not in text and "from torchsleuth" not in text  # plain torch
-    ran = run_with_and_without(text, PLANT_SOURCE, tmp_path)  # a compile in each: up to a minute on 2 loaded cores
+    ran = run_with_and_without(text, PLANT_SOURCE, tmp_path, timeout=600)  # a compile in each: minutes on 2 loaded cores
     assert ran["planted.py"].returncode == 1, ran["planted.py"].stdout + ran["planted.py"].stderr
     assert ran["clean.py"].returncode == 0, ran["clean.py"].stdout + ran["clean.py"].stderr
 
