@@ -61,12 +61,13 @@ def run_sweep(tmp_path):
     return run
 
 
-def run_with_and_without(text: str, plant_source: str, tmp_path) -> dict[str, subprocess.CompletedProcess]:
-    """A repro script run as it is (``clean.py``) and after a plant's source (``planted.py``): what script tests compare."""
+def run_with_and_without(text: str, plant_source: str, tmp_path, timeout: float = 120) -> dict[str, subprocess.CompletedProcess]:
+    """A repro script run as it is (``clean.py``) and after a plant's source (``planted.py``): what script tests compare
+    (``timeout``: seconds each may take; a script that compiles needs more)."""
     clean, planted = tmp_path / "clean.py", tmp_path / "planted.py"
     clean.write_text(text)
     planted.write_text(plant_source + "\n" + text)
-    return {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=120) for p in (clean, planted)}
+    return {p.name: subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=timeout) for p in (clean, planted)}
 
 
 

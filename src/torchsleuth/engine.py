@@ -30,7 +30,7 @@ from .config import SweepConfig
 from .judge.isolation import isolation_outcome
 from .judge.calls import functional_of as _functional
 from .judge.verdict import judge, one_line
-from .judge.plugin import BUILTIN, Registry, Subject
+from .judge.plugin import BUILTIN, Registry, Subject, Swept
 from .judge.records import Outcome
 from .run import call, probe, tree
 from . import search
@@ -82,11 +82,14 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
             yield from _skipped(unit, "functional", chosen[0], refused, skip, only)
             return
         searched: list[Case] = []
-        for index in chosen:
+        declared = opinfo.dtypes(entry, torch.device(unit.device).type)
+        swept = Swept(dtypes=tuple(d for d in config.dtypes if getattr(torch, d) in declared) or (unit.dtype,), layouts=config.layouts,
+                      variants=variants, position=0, count=len(chosen))
+        for position, index in enumerate(chosen):
             if only is not None and Case.parse(only).sample != index:
                 continue
             if only is None or not Case.parse(only).edits:
-                yield from _run_sample(this, samples[index], index)
+                yield from _run_sample(this, samples[index], index, dataclasses.replace(swept, position=position, count=len(chosen)))
             planned: dict[tuple[str, ...], list[str]] = {}  # edits -> the variants they were planned for, in order
             for variant in variants:
                 for edits in search.plan(config.search, unit.op, variant, unit.dtype, samples[index], unit.device):
@@ -100,6 +103,8 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
                         searched += oracles.cases_for(config.oracles, unit, variant, index, edits)
             for variant in variants:
                 searched += oracles.cases_for(config.sampled, unit, variant, index)  # a catalog run's sample of these oracles
+        # the searched cases an oracle judges its own way too (Oracle.pick: the compiled variant on searched values)
+        searched += oracles.picked(config.oracles, unit, [c for c in searched if not c.oracle], dataclasses.replace(swept, searched=True))
         yield from _run_search(this, searched)
 
 
@@ -157,10 +162,13 @@ def _reference_maker(functions: dict, sample, dtype: str, entry=None, own=None, 
     return references
 
 
-def _run_sample(this: _Unit, sample, index: int) -> Iterator[Event]:
+def _run_sample(this: _Unit, sample, index: int, swept: Swept) -> Iterator[Event]:
+    """The sample's cases: each variant's layout assignments and oracle cases, then the planned cases an oracle picks
+    to judge its own way (``Oracle.pick``; ``swept``: what the sweep covers of the op, the sample's place in the unit)."""
     unit, config, skip, only = this.unit, this.config, this.skip, this.only
     references = _reference_maker(this.functions, sample, unit.dtype, this.entry, refuse=only is None)
     inputs = tree.call_leaves(*call.sample_call(sample, "cpu"))
+    planned_here: list[Case] = []
     for variant in this.variants:
         try:
             tensors, written = _planned_tensors(variant, inputs, references, unit, index)
@@ -172,11 +180,17 @@ def _run_sample(this: _Unit, sample, index: int) -> Iterator[Event]:
             continue
         planned = cases_for(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=index, tensors=tensors,
                             layouts=config.layouts, written=written)
-        for case in [*planned, *this.oracles.cases_for(config.oracles, unit, variant, index)]:
-            if case.id in skip or (only is not None and case.id != only):
-                continue
-            yield from _judged(case, lambda case=case, variant=variant: _run_case(
-                case, this.entry, this.functions[variant], sample, references, this.override, this.oracles), config, only)
+        planned_here += planned
+        yield from _run_cases(this, [*planned, *this.oracles.cases_for(config.oracles, unit, variant, index)], sample, references)
+    yield from _run_cases(this, this.oracles.picked(config.oracles, unit, planned_here, swept), sample, references)
+
+
+def _run_cases(this: _Unit, cases: list[Case], sample, references) -> Iterator[Event]:
+    for case in cases:
+        if case.id in this.skip or (this.only is not None and case.id != this.only):
+            continue
+        yield from _judged(case, lambda case=case: _run_case(
+            case, this.entry, this.functions[case.variant], sample, references, this.override, this.oracles), this.config, this.only)
 
 
 def _judged(case: Case, run, config: SweepConfig, only: str | None) -> Iterator[Event]:

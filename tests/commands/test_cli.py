@@ -25,7 +25,7 @@ from torchsleuth.cases.records import LAYOUTS, VARIANTS
 from torchsleuth.cli.main import main
 from torchsleuth.dtypes import NAMES as DTYPE_NAMES
 
-SMALL = ["--ops", "addcmul", "--dtypes", "float32", "--samples", "1", "--workers", "1", "--no-progress"]
+SMALL = ["--ops", "addcmul", "--dtypes", "float32", "--samples", "1", "--workers", "1", "--no-progress", "--no-compile"]
 TIMEOUT = 300
 
 # A bad kernel for every worker that imports this file (--import as a .py file):

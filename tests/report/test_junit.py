@@ -146,7 +146,7 @@ def addcmul_dropping_writes(self, tensor1, tensor2, *, value=1):
 # the values search only: the arguments search's largest `value` makes float32's product overflow part way, a
 # functional finding of its own (bench/search-findings.md, g-e349e226) that is not what these tests are about
 SWEEP = ["--ops", "addcmul", "--dtypes", "float32", "--samples", "1", "--workers", "0", "--no-progress",
-         "--variants", "inplace,functional", "--layouts", "contiguous,transposed,strided", "--search", "values"]
+         "--variants", "inplace,functional", "--layouts", "contiguous,transposed,strided", "--search", "values", "--no-compile"]
 
 
 def test_ops_and_report_write_the_same_junit(plant, tmp_path, capsys, monkeypatch):

@@ -34,7 +34,7 @@ def planted(**changes) -> SweepConfig:
                          imports=(f"{PLANTS}.dropped_write", f"{PLANTS}.crash"))
     return dataclasses.replace(config, **changes)
 
-SMALL = ["ops", "--ops", "neg", "--dtypes", "float32", "--samples", "1", "--no-progress"]
+SMALL = ["ops", "--ops", "neg", "--dtypes", "float32", "--samples", "1", "--no-progress", "--no-compile"]
 
 
 @pytest.fixture(scope="module")

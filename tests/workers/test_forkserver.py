@@ -378,7 +378,7 @@ from torchsleuth.cli.main import main
 if __name__ == "__main__":
     watch(select, "resolve_ops")
     code = main(["ops", "--ops", "abs", "--dtypes", "float32", "--variants", "functional", "--layouts", "contiguous",
-                 "--no-shrink", "--no-progress", "--out", {out!r}, "--workers", {workers!r}])
+                 "--no-shrink", "--no-progress", "--no-compile", "--out", {out!r}, "--workers", {workers!r}])
     print(seen, code)
 """
 

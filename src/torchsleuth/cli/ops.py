@@ -10,7 +10,7 @@ from .. import config as config_module
 from ..cases import layouts
 from ..cases.records import DEFAULT_DTYPES, VARIANTS
 from ..errors import ExitCode, UsageError
-from ..judge.plugin import BUILTIN
+from ..judge.plugin import BUILTIN, family
 from ..workers import ray_pool
 from ..search import registry as search_registry
 from ..sweep import CATALOG_BUDGET, CATALOG_REFUSALS, POINTED_OPS, POINTED_REFUSALS, begin_workers, depth
@@ -49,6 +49,10 @@ sample of the cases of the oracles {", ".join(BUILTIN.sampled())} within --budge
 cases per op and dtype, spread over those planned; the summary says how many ran; --oracles none
 leaves the sample out). --samples, --oracles,
 --search, --budget and --(no-)probe-dtypes given explicitly win over the depth.
+A pointed run also compiles a sample of its cases with torch.compile (inductor): at most
+28 per op, an all-pairs cover of layout x dtype x variant, each judged like its eager case
+(the compiled variant; the summary says so); --compile adds every sample's contiguous call,
+--no-compile (or --oracles given) leaves compiling out; a catalog run compiles only with --compile.
 
 after the sweep every finding is replayed (one that does not recur is flaky,
 not a bug), shrunk to its smallest failing case (the repro is written from
@@ -131,9 +135,12 @@ def add_parser(commands) -> None:
                    help="the CPU instruction sets the capability oracle compares (ATEN_CPU_CAPABILITY values: default, "
                         "avx2, avx512, ...), comma-separated, or 'all'; default every one this CPU supports; "
                         "implies --oracles capability")
-    p.add_argument("--compile", action="store_true",
-                   help="also run each sample's contiguous functional call through torch.compile (inductor) and judge "
-                        "it against eager, and eager after the compile against eager before (the compile oracle)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="the compile oracle in full: each sample's contiguous functional call through torch.compile (inductor) "
+                        "judged against eager, and eager after the compile against eager before, and the compiled variant (a "
+                        "sample of the sweep's cases, every variant and layout, compiled and judged by the references and "
+                        "contracts); default: the compiled variant alone in a pointed run, none in a catalog run; "
+                        "--no-compile: none")
     p.add_argument("--large", nargs="?", const="all", metavar="FORMS",
                    help="also run the large oracle: pointwise ops (elements) and gathers and scatters (index) past 2^31 "
                         "and 2^32 elements and 2^31 bytes, reductions over 32767..65537 elements (length), other ops "
@@ -183,6 +190,9 @@ def run(args) -> int:
     deep = args.depth == "deep" or (args.depth == "auto" and args.ops is not None and len(ops) <= POINTED_OPS)
     config = depth(config, deep=deep, given={name for name in ("samples", "oracles", "budget", "probe_dtypes", "refusals")
                                           if getattr(args, name) is not None})
+    if deep and args.compile is None and args.oracles is None and "compile" not in {family(o) for o in config.oracles}:
+        # a pointed run's default: the compiled variant's sample (oracles/compile/variant.py)
+        config = dataclasses.replace(config, oracles=(*config.oracles, "compile:sampled"))
     if args.budget is not None:
         config = dataclasses.replace(config, budget=args.budget[0], budget_seconds=args.budget[1])
     if args.samples is not None:
@@ -248,8 +258,10 @@ def _executor(config, *, given: bool):
 
 def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
     """--compile, --large and --cpu-capabilities: their oracles added; the capabilities checked, named in the oracle."""
-    if args.compile and "compile" not in oracles:
-        oracles += ("compile",)
+    if args.compile:  # the compile oracle in full: every sample's contiguous call, and the compiled variant's sample
+        oracles += tuple(o for o in ("compile", "compile:sampled") if o not in oracles)
+    if args.compile is False:
+        oracles = tuple(o for o in oracles if family(o) != "compile")
     if args.large and "large" not in oracles:
         # --large rows,index: the large oracle with those forms only (checked here, carried in the oracle's name)
         oracles += ("large",) if args.large == "all" else (BUILTIN.with_option("large", args.large),)

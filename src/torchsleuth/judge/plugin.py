@@ -29,6 +29,15 @@ raise or give the right answer; ...). A plug-in is an ``Oracle`` record:
 * ``sampled``: a whole-catalog run that did not ask for it by name still
   runs a sample of its cases: they join the searched cases, within the
   sweep's budget (``SweepConfig.sampled``).
+* ``pick(unit, planned, option, swept) -> list[Case]``: the oracle judges
+  some of the sweep's own cases (every variant and layout assignment the
+  engine planned for one sample, ``planned``) its own way: it picks them,
+  its oracle name set (the compile oracle's compiled variant). ``swept``
+  (``Swept``) says what the sweep covers of the op and which of the unit's
+  swept samples this is, so that a pick spread over an op's dtypes and
+  samples is the same on a replay. It is asked once more with the unit's
+  searched cases (``Swept.searched``); what it picks of those joins them,
+  within the sweep's budget.
 
 A plug-in case is an ordinary ``Case`` with ``oracle`` set: its id carries the
 oracle (``...|s0|contiguous|@sizes``), so the shrinker and ``repro`` replay it
@@ -79,6 +88,18 @@ class Subject:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Swept:
+    """What a sweep covers of a unit's op, for an oracle's ``pick``; and where in the unit the sample is."""
+
+    dtypes: tuple[str, ...]  # the op's dtypes the sweep covers (those OpInfo declares), in the config's order
+    layouts: tuple[str, ...]
+    variants: tuple[str, ...]
+    position: int  # the sample's place among the unit's swept samples
+    count: int  # how many samples the unit sweeps
+    searched: bool = False  # the cases handed over are the unit's searched cases (edited samples), not one sample's
+
+
+@dataclass(frozen=True, kw_only=True)
 class Oracle:
     name: str
     description: str
@@ -92,6 +113,7 @@ class Oracle:
     option: Callable[[str | None], str] | None = None
     on_values: bool = False
     sampled: bool = False
+    pick: Callable[[Unit, list[Case], str, "Swept"], list[Case]] | None = None
 
     def __post_init__(self):
         if self.cost not in COSTS:
@@ -170,6 +192,15 @@ class Registry:
             for name in oracle.plan(unit, variant, sample, option):
                 cases.append(Case(op=unit.op, variant=variant, dtype=unit.dtype, device=unit.device, sample=sample,
                                   edits=edits, oracle=name))
+        return cases
+
+    def picked(self, oracles: tuple[str, ...], unit: Unit, planned: list[Case], swept: Swept) -> list[Case]:
+        """The sweep's cases of one sample (``planned``) that the selected oracles with a ``pick`` judge their own way."""
+        cases = []
+        for entry in oracles:
+            oracle = self.get(entry)
+            if oracle.pick is not None:
+                cases += oracle.pick(unit, planned, entry.partition(":")[2], swept)
         return cases
 
     def slower(self, case_id: str) -> float:

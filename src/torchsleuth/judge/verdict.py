@@ -13,6 +13,9 @@ in order:
 3. on the all-contiguous functional and backward cases only: the precision
    reference (float64 on the CPU) and, off the CPU, the device reference.
    Layout cases are tied to these through the layout reference.
+   A call compiled by torch.compile (``Evidence.compiled``, the compile
+   oracle's variant cases) is other kernels than eager's: its contiguous case
+   is compared with eager by the rule, like a layout case, never bit for bit.
    Where the op's function has an exact value (judge.arbiter), the elements
    the precision reference rejects are arbitrated by it: float64's own error
    is not the dtype's. A float64 case of another op notes that it was judged
@@ -77,18 +80,19 @@ def layout(ctx: Context) -> None:
     actual, expected = ev.ran.result, ev.refs.contiguous.value
     if facts.storage_defined:
         return contracts.same_layout(ctx)
-    if facts.uninitialized or ((facts.random or facts.repeated_writes) and ctx.case.layouts):
-        # values are memory garbage, draws PyTorch makes differently per layout, or writes through repeated indices whose
-        # order the layout picks: metadata only
+    again = not ctx.case.layouts and not ev.compiled  # the same call twice: bit for bit
+    if facts.uninitialized or ((facts.random or facts.repeated_writes) and not again):
+        # values are memory garbage, draws PyTorch makes differently per layout (inductor with its own generator), or
+        # writes through repeated indices whose order the layout picks: metadata only
         found = [m for m in cmp.compare(cmp.flatten(actual), cmp.flatten(expected), tolerance=ctx.tolerance) if m.attribute != "values"]
-    elif not ctx.case.layouts:
+    elif again:
         found = cmp.compare(cmp.flatten(actual), cmp.flatten(expected), tolerance=ctx.tolerance, bitwise=True)
     else:
         found = ctx.differs(actual, expected, scale=2.0)
     if not found:
         return
     mismatch = found[0]
-    if not ctx.case.layouts and mismatch.attribute == "values":
+    if again and mismatch.attribute == "values":
         if ev.declared_nondeterministic:
             ctx.notes.append(f"{ctx.short()} is nondeterministic by PyTorch's own account")
             return

@@ -192,7 +192,7 @@ def build(result, groups: Sequence[grouping.Group] | None = None, *, repros: boo
         groups=_groups(shown, groups, reported, scripts),
         reasons=_reasons(result.reasons),
         failed_units=tuple(result.failed_units),
-        notes=_notes(result.notes),
+        notes=_notes(result.notes) + _compiled(result.run.config, result.reasons.get("raised", {})),
         heatmaps=heatmaps(shown) if shown else (),
         flaky=tuple(_finding(f, "", f.case_id, "") for f in result.flaky),
         internal=tuple(_finding(f, "", f.case_id, "") for f in getattr(result, "internal", ())),
@@ -259,6 +259,25 @@ def _notes(notes) -> tuple[tuple[str, str], ...]:
         kept.append(("probe", f"{len(probed)} op-and-dtype units in dtypes OpInfo does not declare: {accepted} swept (the kernel took the "
                               f"dtype), {len(probed) - accepted} refused (a skip each)"))
     return tuple(kept)
+
+
+# How the compile oracle's compiled variant words a case torch.compile refused (oracles/compile/variant.py).
+COMPILE_RAISED = "torch.compile raised"
+
+
+def _compiled(config: dict, raised: dict[str, int]) -> tuple[tuple[str, str], ...]:
+    """The compiled variant's notes: that a pointed run sampled it, and every case torch.compile refused (loud: a
+    ``raised`` outcome, not a finding), counted and listed."""
+    notes = []
+    if "compile:sampled" in (config.get("oracles") or ()):
+        notes.append(("compile", "the compiled variant was sampled: at most 28 compiled cases per op (an all-pairs cover of "
+                                 "layout x dtype x variant, and 4 searched cases), each judged like its eager case; --compile for every sample's "
+                                 "contiguous call too, --no-compile for none"))
+    failed = sorted(((n, reason) for reason, n in raised.items() if reason.startswith(COMPILE_RAISED)), key=lambda row: (-row[0], row[1]))
+    if failed:
+        listed = "; ".join(f"{reason} ({n})" if n > 1 else reason for n, reason in failed)
+        notes.append(("compile", f"{sum(n for n, _ in failed)} compiled case(s) raised in torch.compile (loud, not findings): {listed}"))
+    return tuple(notes)
 
 
 def _reasons(reasons: dict[str, dict[str, int]]) -> tuple[ReasonTable, ...]:

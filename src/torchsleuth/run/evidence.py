@@ -21,7 +21,7 @@ from .trace import Trace
 
 class Evidence:
     def __init__(self, prepared: call.Prepared, ran: call.Ran, refs: References, facts: Facts, *, function_name: str,
-                 second: call.Ran | None = None, prefill: tuple = ()):
+                 second: call.Ran | None = None, prefill: tuple = (), compiled: bool = False):
         self.case = prepared.case
         self.prepared = prepared
         self.ran = ran
@@ -31,6 +31,9 @@ class Evidence:
         # random fills: a second run with another prefill of self
         self.second = second
         self.prefill = prefill
+        # ``ran`` is the call compiled (torch.compile): other kernels than eager's, so never compared with eager bit for
+        # bit, and its draws are inductor's own (the compile oracle's variant cases)
+        self.compiled = compiled
 
     def view_mask(self, path: str) -> torch.Tensor:
         """Which elements of the path's storage its view covers (before the call)."""

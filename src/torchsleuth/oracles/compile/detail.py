@@ -8,6 +8,9 @@ from dataclasses import dataclass
 # the compile against eager before, the global state around the compile.
 COMPILED, AFTER, STATE = "compiled", "after", "state"
 ASPECTS = (COMPILED, AFTER, STATE)
+# The oracle names of the compiled variant's cases (variant.py): the sweep's case compiled with static or dynamic shapes.
+# Their findings are the references' and contracts', and carry no Detail record.
+STATIC, DYNAMIC = "compile:static", "compile:dynamic"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -34,18 +34,17 @@ unsupported op) is the case's ``raised`` outcome with the reason, not a
 finding.
 
 Costs. One compiled function per op, dtype and device, kept while the
-worker's cases stay on it (dynamo recompiles it for each new shape); dynamo
-is reset when they move on, before its recompile limit, and before a case
-id runs a second time (a shrink replay must compile again to see a change
-made by compiling). Inductor's on-disk FX-graph and AOTAutograd caches are
-off for these compiles: a cache hit skips the decompositions and lowerings,
-where a state change would happen, so results would depend on what an
-earlier run left on disk.
+worker's cases stay on it, and inductor's on-disk caches off (compiler.py).
+
+The compiled variant. With the option ``sampled`` (``compile:sampled``: the
+default of a pointed run, and what ``--compile`` adds to the above), the
+oracle instead picks a bounded sample of the sweep's own cases, every variant
+and layout, and judges each compiled by the references and contracts
+(variant.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 from typing import Callable
@@ -65,6 +64,8 @@ from ...run import call, tree
 from ...run.evidence import Evidence
 from ...run.facts import of_references as facts_of
 from ...run.imports import loaded
+from . import variant
+from .compiler import COMPILER, uncached
 from .detail import AFTER, COMPILED, STATE, Detail
 from .script import script
 
@@ -72,16 +73,15 @@ DESCRIPTION = "each sample's contiguous call through torch.compile (inductor) ag
 KIND, REFERENCE = "compile_mismatch", "compile"
 # Each aspect (detail.ASPECTS) as a finding's Mismatch.path begins ("eager after compile: out") and its id names it.
 PATHS = {COMPILED: "compiled", AFTER: "eager after compile", STATE: "global state"}
-# Compiles of one function before dynamo is reset (its recompile limit is 8).
-RECOMPILES = 6
 # A compile case may take this many of the sweep's --timeout: inductor generates and builds its kernels
 # (Triton's on a GPU) in the case; on the H200 with 14 workers the last samples of arange, linspace and
 # logspace took 34 to 57 s to compile, and were called hangs at 60 s (bench/deep-compile.md).
 SLOWER = 5
 
 
-def plan(unit: Unit, variant: str, sample: int, option: str = "") -> list[str]:
-    return ["compile"] if variant == "functional" else []
+def plan(unit: Unit, variant_: str, sample: int, option: str = "") -> list[str]:
+    """Each sample's contiguous functional call, with --compile (no option); ``sampled`` leaves them to the variant."""
+    return ["compile"] if variant_ == "functional" and option != variant.SAMPLED else []
 
 
 # --- global state ---------------------------------------------------------------------------------
@@ -146,65 +146,13 @@ def _restore(before: dict, after: dict) -> None:
                 pass
 
 
-# --- the compiled function, reused while dynamo allows -------------------------------------------------
-
-
-class _Compiler:
-    """One compiled function per (op, dtype, device); dynamo reset between them (see the design note)."""
-
-    def __init__(self):
-        self.scope = None
-        self.function = None
-        self.compiled = None
-        self.graphs = 0  # graphs inductor compiled for the current function
-        self.seen: set[str] = set()
-
-    def get(self, case: Case, function: Callable):
-        scope = (case.op, case.dtype, case.device)
-        if scope != self.scope or function is not self.function or case.id in self.seen or self.graphs >= RECOMPILES:
-            torch._dynamo.reset()
-            self.scope, self.function, self.graphs = scope, function, 0
-            self.compiled = torch.compile(_caller(function), backend=self._backend, fullgraph=True, dynamic=False)
-        self.seen.add(case.id)
-        return self.compiled
-
-    def _backend(self, graph, example_inputs):
-        self.graphs += 1
-        return torch._dynamo.lookup_backend("inductor")(graph, example_inputs)
-
-
-def _caller(function: Callable) -> Callable:
-    def call_op(args, kwargs):
-        return function(*args, **kwargs)
-
-    return call_op
-
-
-_COMPILER = _Compiler()
-
-
-def _uncached():
-    """Inductor's on-disk caches off for one compile (the flags moved between releases)."""
-    stack = contextlib.ExitStack()
-    import torch._inductor.config as inductor_config
-
-    if hasattr(inductor_config, "fx_graph_cache"):
-        stack.enter_context(inductor_config.patch(fx_graph_cache=False))
-    try:
-        import torch._functorch.config as functorch_config
-
-        if hasattr(functorch_config, "enable_autograd_cache"):
-            stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
-    except ImportError:
-        pass
-    return stack
-
-
 # --- the oracle ---------------------------------------------------------------------------------------
 
 
 def run(subject) -> Outcome:
     case = subject.case
+    if case.oracle != "compile":  # compile:static, compile:dynamic: a case of the sweep's, compiled
+        return variant.run(subject)
     if case.variant != "functional":
         return Outcome(case=case, status="skip", reason="the compile oracle compiles functional calls only")
     try:
@@ -270,14 +218,14 @@ def _eager(prepared, tensors):
 
 def _compiled(case: Case, function: Callable, prepared, tensors):
     """The compiled call's result, and how many graphs inductor compiled for it (0: one was reused)."""
-    compiled = _COMPILER.get(case, function)
-    graphs = _COMPILER.graphs
+    compiled = COMPILER.get(case, function)
+    graphs = COMPILER.graphs
     args, kwargs = tree.replace_call(prepared.args, prepared.kwargs, tensors)
     call.seed(case.device)
-    with _uncached():
+    with uncached():
         result = compiled(args, kwargs)
     call.synchronize(case.device)
-    return result, _COMPILER.graphs - graphs
+    return result, COMPILER.graphs - graphs
 
 
 def _judge_compiled(ctx: Context, compiled, facts) -> None:
@@ -314,4 +262,5 @@ def _report(ctx: Context, detail: Detail, summary: str, mismatch: Mismatch) -> N
     ctx.findings[-1] = dataclasses.replace(finding, id=f"f-{digest}")
 
 
-ORACLE = Oracle(name="compile", description=DESCRIPTION, cost="costly", plan=plan, run=run, script=script, slower=SLOWER)
+ORACLE = Oracle(name="compile", description=DESCRIPTION, cost="costly", plan=plan, run=run, script=script, slower=SLOWER,
+                option=variant.option, pick=variant.pick)

@@ -14,14 +14,21 @@ fingerprint. The run's ``--import`` modules are imported first.
 
 Exit status: 1 while the bug is present, 0 once it is gone, 2 when it cannot
 be checked (the call or the compile raises).
+
+A finding of the compiled variant (a case ``compile:static`` or
+``compile:dynamic``) gets the generic script of its check (scripts.checks)
+with the call under test compiled as the sweep compiled it: plain torch and
+``torch.compile``, its reference still eager.
 """
 
 from __future__ import annotations
 
 
+from ...cases.records import Case
 from ...judge.records import Finding
 from ...scripts import parts
-from .detail import AFTER, COMPILED, STATE, Detail
+from ...scripts.checks import generic_script
+from .detail import AFTER, COMPILED, DYNAMIC, STATE, STATIC, Detail
 
 _MAIN = '''
 
@@ -99,8 +106,31 @@ _FIXED = {
 }
 
 
+_COMPILED_CALL = """
+
+# the call under test compiled as the sweep compiled it, inductor's on-disk caches off (a hit would skip the lowering)
+import torch._inductor.config as inductor_config  # noqa: E402
+if hasattr(inductor_config, "fx_graph_cache"):
+    inductor_config.fx_graph_cache = False
+call = torch.compile(call, backend="inductor", fullgraph=True, dynamic={dynamic})
+"""
+
+
+def compiled_variant(finding: Finding, torch_version: str, dynamic: bool) -> str:
+    """The generic script of a compiled-variant finding, its ``call`` compiled (the reference stays eager)."""
+    text = generic_script(finding, torch_version)
+    at = text.find("\ndef call(T):")
+    end = text.find("\n\n", at + 1) if at >= 0 else -1
+    if end < 0:  # no call to compile: the generic script says why
+        return text
+    return text[:end + 1] + _COMPILED_CALL.format(dynamic=dynamic) + text[end + 1:]
+
+
 def script(finding: Finding, torch_version: str) -> str | None:
     """The script of one compile finding, or None when its call cannot be written (the generic script says why)."""
+    oracle = Case.parse(finding.case_id).oracle
+    if oracle in (STATIC, DYNAMIC):
+        return compiled_variant(finding, torch_version, oracle == DYNAMIC)
     call, detail, answer = parts.recorded(finding, Detail, torch_version, "the check it failed")
     if detail is None:
         return answer

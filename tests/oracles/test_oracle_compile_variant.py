@@ -1,0 +1,249 @@
+"""The compiled variant (oracles/compile/variant.py): the sweep's own cases compiled by inductor, judged as eager ones.
+
+Three inductor bugs are planted in this process (``workers=0``), each by
+wrapping one entry of inductor's lowering table (``torch._inductor.lowering.lowerings``,
+which ``GraphLowering.call_function`` looks an aten overload up in), and taken
+out when the module's sweep ends:
+
+* ``sum``'s lowering drops the tail of every reduced dim whose size is not a
+  power of two (a tiled reduction's last partial tile);
+* ``sinh``'s lowering reads its input as if it were contiguous, whatever its
+  strides (a transposed input read row-major);
+* ``index``'s lowering (where inductor lowers ``take``) maps a negative index
+  ``i`` to ``-i - 1`` instead of ``i + size``.
+
+Sweeps of the three ops with the plants and without share the module;
+the compiled variant is on as a pointed run has it (``compile:sampled``),
+its sample drawn by the cover over the config's dtype, layouts and variants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sqlite3
+
+import pytest
+import torch
+from conftest import run_with_and_without
+
+from torchsleuth import SweepConfig, resolve_ops
+from torchsleuth.cases.records import Case
+from torchsleuth.judge.plugin import BUILTIN, Swept
+from torchsleuth.oracles.compile import variant
+from torchsleuth.report import repro
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # inductor warns about its own internals
+
+def config(ops: str, **extra) -> SweepConfig:
+    spec = dict(ops=resolve_ops(ops), dtypes=("float32",), layouts=("contiguous", "transposed"),
+                variants=("functional", "inplace", "out"), samples=0, workers=0, search=(), oracles=("compile:sampled",),
+                shrink=False) | extra
+    return SweepConfig(**spec)
+
+
+# Two sweeps: sinh and take with every sample (take's negative indices are in its second), sum with three (its first
+# samples are 0-d and of size 2; the tenth of 21 reduces a dim of 5).
+CONFIGS = (config("sinh,take"), config("sum", samples=3))
+
+
+# --- the plants: wrapped lowerings ------------------------------------------------------------------------
+
+
+def _drop_tail(old):
+    from torch._inductor import lowering
+
+    def planted(x, axis=None, keepdims=False, *, dtype=None):
+        size = [int(s) for s in x.get_size()]
+        dims = range(len(size)) if not axis or not size else [a % len(size) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
+        for d in dims:
+            kept = 1 << (size[d].bit_length() - 1) if size[d] else 0
+            if kept != size[d]:
+                x = lowering.lowerings[torch.ops.aten.slice.Tensor](x, d, 0, kept)
+        return old(x, axis, keepdims, dtype=dtype) if axis is not None else old(x, dtype=dtype)
+
+    return planted
+
+
+def _as_contiguous(old):
+    from torch._inductor import ir, lowering
+
+    def planted(x, *args, **kwargs):
+        size = x.get_size()
+        x = lowering.lowerings[torch.ops.aten.as_strided.default](x, size, ir.FlexibleLayout.contiguous_strides(size), x.get_layout().offset)
+        return old(x, *args, **kwargs)
+
+    return planted
+
+
+def _negative_mirrored(old):
+    from torch._inductor import lowering
+
+    table = lowering.lowerings
+    aten = torch.ops.aten
+
+    def planted(x, indices):
+        fixed = [None if i is None else table[aten.where.self](table[aten.lt.Scalar](i, 0), table[aten.sub.Tensor](table[aten.neg.default](i), 1), i)
+                 for i in indices]
+        return old(x, fixed)
+
+    return planted
+
+
+PLANTS = {
+    torch.ops.aten.sum.dim_IntList: _drop_tail,
+    torch.ops.aten.sum.default: _drop_tail,
+    torch.ops.aten.sinh.default: _as_contiguous,
+    torch.ops.aten.index.Tensor: _negative_mirrored,
+}
+
+
+@contextlib.contextmanager
+def planted_lowerings():
+    from torch._inductor import lowering
+
+    saved = {op: lowering.lowerings[op] for op in PLANTS}
+    try:
+        for op, make in PLANTS.items():
+            lowering.lowerings[op] = make(saved[op])
+        yield
+    finally:
+        lowering.lowerings.update(saved)
+        torch._dynamo.reset()
+
+
+# The same plants as a file a repro script runs first (the script is plain torch: it knows nothing of them).
+PLANT_SOURCE = '''
+import torch
+from torch._inductor import ir, lowering
+_old = lowering.lowerings[torch.ops.aten.sinh.default]
+def _planted(x, *args, **kwargs):
+    size = x.get_size()
+    x = lowering.lowerings[torch.ops.aten.as_strided.default](x, size, ir.FlexibleLayout.contiguous_strides(size), x.get_layout().offset)
+    return _old(x, *args, **kwargs)
+lowering.lowerings[torch.ops.aten.sinh.default] = _planted
+'''
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory):
+    """The planted run's findings and the clean run's, each of both configs; the clean runs' database paths."""
+    from torchsleuth import sweep
+
+    folder = tmp_path_factory.mktemp("compiled")
+    try:
+        with planted_lowerings():
+            planted = [sweep(c, db=str(folder / f"planted-{i}.db")) for i, c in enumerate(CONFIGS)]
+        clean = [sweep(c, db=str(folder / f"clean-{i}.db")) for i, c in enumerate(CONFIGS)]
+    finally:
+        torch._dynamo.reset()
+    return planted, clean, [str(folder / f"clean-{i}.db") for i in range(len(CONFIGS))]
+
+
+def listing(result) -> str:
+    lines = [f"statuses {result.statuses}; reasons {result.reasons}"]
+    lines += [f"  {f.kind} {f.reference} {f.case_id}: {f.summary}" for f in result.findings]
+    return "\n".join(lines)
+
+
+def compiled(results, op: str) -> list:
+    return [f for result in results for f in result.findings if f.opinfo == op and "|@compile:" in f.case_id]
+
+
+@pytest.mark.slow
+def test_each_planted_lowering_is_found_and_named_compiled(sweeps):
+    planted, _, _ = sweeps
+    shown = "\n".join(map(listing, planted))
+    for op in ("sum", "sinh", "take"):
+        found = compiled(planted, op)
+        assert found, f"{op}: {shown}"
+        for f in found:
+            assert f.summary.startswith("compiled by torch.compile (inductor, "), f.summary
+            assert f.dtype == "float32" and "torch.compile(backend='inductor'" in f.detail
+    # the transposed read shows only where sinh's input is transposed (self, in place or not), never contiguous
+    assert all(dict(f.layouts).get("input") == "transposed" for f in compiled(planted, "sinh")), shown
+    assert any(f.variant == "inplace" and "writes wrong values into a transposed self" in f.summary for f in compiled(planted, "sinh"))
+    # eager is untouched: no finding outside the compiled cases
+    assert not [f for result in planted for f in result.findings if "|@compile" not in f.case_id], shown
+
+
+@pytest.mark.slow
+def test_unpatched_inductor_runs_clean(sweeps):
+    _, clean, databases = sweeps
+    for result, db in zip(clean, databases):
+        assert not [f for f in result.findings if "|@compile" in f.case_id], listing(result)
+        assert "error" not in result.statuses, listing(result)
+        ran = dict(sqlite3.connect(db).execute(
+            "SELECT status, COUNT(*) FROM outcomes WHERE case_id LIKE '%|@compile:%' GROUP BY status").fetchall())
+        assert ran.get("pass", 0) >= 2, ran  # compiled cases of each op judged, and passed
+
+
+@pytest.mark.slow
+def test_the_compiled_repro_is_plain_torch_and_fails_only_with_the_plant(sweeps, tmp_path):
+    planted, _, _ = sweeps
+    finding = planted[0].reported(compiled(planted[:1], "sinh")[0])
+    text = repro.script(finding)
+    assert 'torch.compile(call, backend="inductor", fullgraph=True' in text
+    assert "import torchsleuth" not in text and "from torchsleuth" not in text  # plain torch
+    ran = run_with_and_without(text, PLANT_SOURCE, tmp_path, timeout=600)  # a compile in each: minutes on 2 loaded cores
+    assert ran["planted.py"].returncode == 1, ran["planted.py"].stdout + ran["planted.py"].stderr
+    assert ran["clean.py"].returncode == 0, ran["clean.py"].stdout + ran["clean.py"].stderr
+
+
+# --- the pick (no compiling) -------------------------------------------------------------------------------
+
+
+def test_the_cover_walks_every_layout_each_round_and_every_pair_over_all_rounds():
+    dtypes, layouts, variants = ("float64", "float32", "float16"), variant.LAYOUTS, variant.VARIANTS
+    tuples = variant.cover(dtypes, layouts, variants)
+    assert len(tuples) == variant.ROUNDS * len(variant.LAYOUTS)
+    for r in range(variant.ROUNDS):
+        assert [t[0] for t in tuples[r * len(layouts):(r + 1) * len(layouts)]] == list(layouts)
+    # at its full length (as many rounds as dtypes) the cover holds every pair of the three factors
+    full = variant.cover(dtypes, layouts, variants, rounds=len(dtypes))
+    assert {(a, b) for a, b, _, _ in full} == {(a, b) for a in layouts for b in dtypes}
+    assert {(b, c) for _, b, c, _ in full} == {(b, c) for b in dtypes for c in variants}
+    assert {(a, c) for a, _, c, _ in full} == {(a, c) for a in layouts for c in variants}
+    # one dtype: the rounds turn the variants instead, so each layout meets each variant within ROUNDS
+    alone = variant.cover(("float32",), layouts, variants)
+    assert {(a, c) for a, _, c, _ in alone} == {(a, c) for a in layouts for c in variants}
+    assert [t[3] for t in tuples] == [r == 1 for r in range(variant.ROUNDS) for _ in layouts]  # round 1 dynamic
+
+
+def test_the_pick_takes_planned_cases_of_its_dtype_and_only_when_sampled():
+    from torchsleuth.cases.records import Unit
+
+    unit = Unit(op="sinh", dtype="float32", device="cpu")
+    planned = [Case(op="sinh", variant=v, dtype="float32", device="cpu", sample=0, layouts=laid)
+               for v in ("functional", "inplace", "out") for laid in ((), (("input", "transposed"),))]
+    swept = Swept(dtypes=("float32",), layouts=("contiguous", "transposed"), variants=("functional", "inplace", "out"), position=0, count=1)
+    picked = variant.pick(unit, planned, variant.SAMPLED, swept)
+    assert {(c.variant, c.layouts, c.oracle) for c in picked} == {
+        ("functional", (), "compile:static"), ("inplace", (("input", "transposed"),), "compile:static"),
+        ("inplace", (), "compile:dynamic"), ("out", (("input", "transposed"),), "compile:dynamic"), ("out", (), "compile:static"),
+        ("functional", (("input", "transposed"),), "compile:static")}
+    assert variant.pick(unit, planned, "", swept) == []  # plain "compile": every sample's contiguous call, no pick
+    assert BUILTIN.picked(("compile",), unit, planned, swept) == []
+    assert len(BUILTIN.picked(("compile:sampled",), unit, planned, swept)) == len(picked)
+    two = [dataclasses.replace(swept, position=p, count=2) for p in (0, 1)]  # spread over two samples: each gets some
+    assert [len(variant.pick(unit, planned, variant.SAMPLED, s)) for s in two] == [3, 3]
+
+
+def test_the_first_dtypes_each_compile_one_searched_case():
+    from torchsleuth.cases.records import Unit
+
+    dtypes = ("float64", "float32", "float16", "bfloat16", "int64")
+    searched = [Case(op="exp", variant=v, dtype=d, device="cpu", sample=0, edits=(f"special:input={i}",))
+                for d in dtypes for v in ("functional", "backward") for i in range(3)]
+    swept = Swept(dtypes=dtypes, layouts=("contiguous",), variants=("functional", "backward"), position=0, count=1, searched=True)
+    for place, dtype in enumerate(dtypes):
+        unit = Unit(op="exp", dtype=dtype, device="cpu")
+        mine = [c for c in searched if c.dtype == dtype]
+        picked = variant.pick(unit, mine, variant.SAMPLED, swept)
+        if place >= variant.SEARCHED:
+            assert picked == []
+            continue
+        assert len(picked) == 1 and picked[0].oracle == "compile:static" and picked[0].variant == "functional" and picked[0].edits
+    # the engine asks with the sample's planned cases too: unedited ones are never taken as searched
+    unit = Unit(op="exp", dtype="float32", device="cpu")
+    assert variant.pick(unit, [Case(op="exp", variant="functional", dtype="float32", device="cpu", sample=0)], variant.SAMPLED, swept) == []
