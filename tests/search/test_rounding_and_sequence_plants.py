@@ -1,0 +1,122 @@
+"""Two planted bugs, each reached only by one search's sets: a float32 ``floor_divide`` that floors the rounded quotient
+(wrong only where the exact quotient is within a unit of an integer: the ``thresholds`` search's quotient sets, made by
+search.boundaries), and a float32 ``var`` in one pass, the sum of squares less the square of the sum (wrong only where
+the values share their leading digits: the ``sequences`` search's ``offset`` sequence). Each is found by a run pointed
+at the op with the default searches and oracles, named with its edit; missed with that search off; and the real
+kernel's run has no finding at those edits."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from torchsleuth import SweepConfig, search
+from torchsleuth.cases.records import Case
+from torchsleuth.search import boundaries, edits, sequences
+from torchsleuth.run.samples import samples_of
+from torchsleuth.sweep import depth
+
+
+def floor_divide_through_the_rounded_quotient(self, other):
+    """float32 ``floor_divide`` that floors ``self / other`` rounded to float32 where the quotient is of moderate size
+    (a fast path; the exact one elsewhere): where the exact quotient lies just below an integer, the rounded one is that
+    integer and the floor is one too high. Everywhere else it is right."""
+    right = torch.div(self, other, rounding_mode="floor")
+    if self.dtype != torch.float32:
+        return right
+    quotient = torch.div(self, other)
+    fast = quotient.abs().ge(1) & quotient.abs().lt(2.0 ** 22)
+    return torch.where(fast, torch.floor(quotient), right)
+
+
+def var_in_one_pass(self, dim=None, *, correction=None, keepdim=False):
+    """float32 ``var`` as the mean square less the squared mean, over the values scaled by the row's largest magnitude
+    (so that nothing overflows): right to a few units of roundoff on values of mean about 0, and every digit lost
+    where the values share their leading digits."""
+    right = torch.ops.aten.var.correction_out(self, dim, correction=correction, keepdim=keepdim, out=self.new_empty(0))
+    if self.dtype != torch.float32 or self.dim() == 0 or self.numel() == 0:
+        return right
+    dims = list(range(self.dim())) if not dim else [d % self.dim() for d in dim]
+    n = 1
+    for d in dims:
+        n *= self.shape[d]
+    scale = self.abs().amax(dim=dims, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
+    y = self / scale
+    s1, s2 = y.sum(dim=dims, keepdim=True), (y * y).sum(dim=dims, keepdim=True)
+    var = (s2 - s1 * s1 / n).clamp_min(0) / (n - (1.0 if correction is None else float(correction))) * scale * scale
+    return var if keepdim else var.squeeze(dims)
+
+
+def pointed(op: str, **extra) -> SweepConfig:
+    """``torchsleuth ops --ops OP`` in this process, in float32 (every search, the cheap oracles); the functional variant."""
+    base = dict(ops=(op,), dtypes=("float32",), variants=("functional",), workers=0, search=search.names(), shrink=False)
+    return depth(SweepConfig(**{**base, **extra}), deep=True)
+
+
+def edited(findings, verb: str) -> list:
+    return [f for f in findings if any(e.startswith(verb + ":") for e in Case.parse(f.case_id).edits)]
+
+
+def listing(result) -> str:
+    return "\n".join([f"statuses {result.statuses}"] + [f"  {f.case_id}: {f.summary}" for f in result.findings])
+
+
+PLANTS = {
+    # op: (aten kernel, plant, search, verb, the edits that name the trigger)
+    "floor_divide": ("floor_divide", floor_divide_through_the_rounded_quotient, "thresholds", "edge",
+                     {"edge:input=quotient", "edge:input=quotient.below", "edge:input=quotient.above"}),
+    "var": ("var.correction", var_in_one_pass, "sequences", "seq", {"seq:input@0=offset", "seq:input@1=offset", "seq:input@2=offset"}),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", list(PLANTS))
+def test_a_bug_only_one_search_reaches_is_found_named_with_its_edit_and_missed_without_the_search(op, plant, run_sweep):
+    kernel, planted, name, verb, triggers = PLANTS[op]
+    plant(kernel, planted)
+    result = run_sweep(pointed(op))
+    assert result.findings, listing(result)
+    for f in result.findings:
+        assert f.op.startswith(f"aten.{kernel.split('.')[0]}"), listing(result)
+        assert set(Case.parse(f.case_id).edits) & triggers, listing(result)  # the trigger: the search's own set
+    assert {f.reference for f in result.findings} == {"precision"}, listing(result)
+    others = tuple(n for n in search.names() if n != name)
+    assert not run_sweep(pointed(op, search=others)).findings  # every other search and OpInfo's samples miss it
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", list(PLANTS))
+def test_the_same_run_over_the_real_kernel_has_no_finding_at_the_search_s_edits(op, run_sweep):
+    _, _, _, verb, _ = PLANTS[op]
+    result = run_sweep(pointed(op))
+    assert result.statuses.get("pass", 0) and not edited(result.findings, verb), listing(result)
+
+
+def test_the_planted_kernels_are_wrong_only_at_their_search_s_values():
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(4096, generator=g) * 100, torch.randn(4096, generator=g)
+    assert torch.equal(floor_divide_through_the_rounded_quotient(a, b), torch.div(a, b, rounding_mode="floor"))
+    dividends = torch.tensor(boundaries.values("floor_divide", "quotient", torch.float32))
+    divisors = torch.tensor(boundaries.values("floor_divide", "divisor", torch.float32))
+    assert not torch.equal(floor_divide_through_the_rounded_quotient(dividends, divisors),
+                           torch.div(dividends.double(), divisors.double(), rounding_mode="floor").float())
+    x = torch.randn(5, 258, generator=g) * 5
+    assert torch.allclose(var_in_one_pass(x, [1]), x.double().var(1).float(), rtol=1e-5)
+    planned, sample = next((p, s) for s in samples_of("var", "float32")
+                           for p in ([e for e in sequences.plan("var", "functional", "float32", s) if e[-1].endswith("=offset")],) if p)
+    offset = edits.apply(sample, planned[0], op="var").input
+    dim = int(planned[0][-1].partition("@")[2].partition("=")[0])
+    exact = offset.double().var(dim)
+    assert not torch.allclose(var_in_one_pass(offset, [dim]).double(), exact, rtol=1e-3)  # cancelled to noise
+    assert torch.allclose(offset.var(dim).double(), exact, rtol=1e-5)  # the real kernel: well conditioned there
+
+
+def test_the_offset_sequence_shares_its_leading_digits_exactly_in_every_dtype():
+    for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+        t = sequences.along(torch.zeros(2, sequences.LENGTH, dtype=dtype), 1, "offset")
+        c = sequences._offset(dtype)
+        expected = c + (torch.arange(sequences.LENGTH, dtype=torch.float64) % 16 - 8)
+        assert torch.equal(t[1].double(), expected), dtype  # exact: C + 7 within the significand
+        assert c * c >= 2 ** (round(-math.log2(torch.finfo(dtype).eps)) + 1)  # a square holds 2^p times more than the spread's digits
