@@ -195,3 +195,17 @@ def test_a_factorisation_at_a_matrix_holding_nan_is_not_differentiated_and_its_o
     skipped = sum(n for reason, n in result.reasons.get("skip", {}).items() if reason.startswith("a matrix holding NaN"))
     assert skipped and result.statuses.get("pass", 0) > skipped  # only those: the others are judged (test_structure's
     # planted jvp, wrong at a finite singular matrix, is still found)
+
+
+def test_no_second_derivative_is_judged_at_an_element_that_is_no_number_and_every_other_is():
+    from torchsleuth.oracles.autodiff import helpers
+
+    def call(T):  # index_reduce's pointed run: double backward NaN at a NaN self the call ignores
+        return torch.index_reduce(T["input"], 0, T["index"], T["source"], "prod", include_self=False)
+
+    judged = {}
+    for x in (math.nan, 3.0):
+        W = {"input": torch.tensor([x, 2.0], dtype=torch.float64), "index": torch.tensor([0]), "source": torch.tensor([0.5], dtype=torch.float64)}
+        ((_, _, smooth),) = helpers.gradient_differences(call, W, "input", helpers.tangent(W["input"], 2000), [], [torch.ones(2, dtype=torch.float64)])
+        judged[x] = smooth.tolist()
+    assert judged[3.0] == [True, True] and judged[math.nan] == [False, True]  # only the element that is NaN is left out
