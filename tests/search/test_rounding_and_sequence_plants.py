@@ -197,6 +197,7 @@ def test_a_factorisation_at_a_matrix_holding_nan_is_not_differentiated_and_its_o
     # planted jvp, wrong at a finite singular matrix, is still found)
 
 
+@pytest.mark.filterwarnings("ignore:index_reduce")
 def test_no_second_derivative_is_judged_at_an_element_that_is_no_number_and_every_other_is():
     from torchsleuth.oracles.autodiff import helpers
 
