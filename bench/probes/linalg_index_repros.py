@@ -9,6 +9,9 @@ when any bug is present. Run on 2026-12-07 (this machine's CPU, torch 2.13.0+cpu
 * ``index_reduce``'s mean backward divides each write's gradient by the slot's count accumulated in the tensor's own
   dtype: past 256 writes in bfloat16 (2048 in float16) the count stalls and every gradient is 1.5 times too large
   at 384 (3072) writes (the forward's stall is bench/structure.md's);
+* ``embedding_bag``'s backward (mode ``sum``) adds the gradients of one row's lookups in the tensor's dtype: 384
+  lookups of one row in bfloat16 give 256, 3072 in float16 give 2048 (its forward accumulates in float32 and is
+  right; ``embedding``'s backward stalls alike, bench/structure.md);
 * ``linalg.lu(A, out=(P, L, U))`` with an ``L`` whose batch dims are strided writes past the view into its storage
   and leaves elements of the view unwritten (with permuted outs, the pointed run's workers died of SIGSEGV and
   SIGABRT, which this script does not provoke); the same tensor passed as ``P`` and ``L`` is accepted silently;
@@ -31,6 +34,16 @@ def index_reduce_mean_backward(torch) -> list[tuple[str, float, float]]:
         out.backward(torch.ones(3, dtype=dtype))
         found.append((f"index_reduce mean backward {str(dtype)[6:]}, {k} writes into one slot: a write's gradient",
                       source.grad[0].item(), 1 / k))
+    return found
+
+
+def embedding_bag_backward(torch) -> list[tuple[str, float, float]]:
+    found = []
+    for dtype, k in ((torch.bfloat16, 384), (torch.float16, 3072)):
+        weight = torch.zeros(3, 4, dtype=dtype, requires_grad=True)
+        out = torch.nn.functional.embedding_bag(torch.zeros(k, dtype=torch.long), weight, torch.tensor([0]), mode="sum")
+        out.backward(torch.ones_like(out))
+        found.append((f"embedding_bag backward {str(dtype)[6:]}, {k} lookups of one row", weight.grad[0, 0].item(), k))
     return found
 
 
@@ -79,7 +92,7 @@ def main() -> int:
     present = 0
     with _out.tee(args.out, "linalg_index.txt"):
         print(f"torch {torch.__version__}")
-        for what, got, exact in index_reduce_mean_backward(torch) + lu_out(torch) + matrix_rank_out(torch):
+        for what, got, exact in index_reduce_mean_backward(torch) + embedding_bag_backward(torch) + lu_out(torch) + matrix_rank_out(torch):
             wrong = not abs(got - exact) <= 1e-6 * max(1.0, abs(exact))
             present += wrong
             print(f"{'BUG PRESENT' if wrong else 'ok':11}  {what}: {got:g} (exact {exact:g})")
