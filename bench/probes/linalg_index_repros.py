@@ -15,6 +15,8 @@ when any bug is present. Run on 2026-12-07 (this machine's CPU, torch 2.13.0+cpu
 * ``linalg.lu(A, out=(P, L, U))`` with an ``L`` whose batch dims are strided writes past the view into its storage
   and leaves elements of the view unwritten (with permuted outs, the pointed run's workers died of SIGSEGV and
   SIGABRT, which this script does not provoke); the same tensor passed as ``P`` and ``L`` is accepted silently;
+* ``linalg.lstsq(A, B, driver="gelsd", out=...)`` with one tensor for ``residuals`` and ``singular_values`` is
+  accepted silently, the residuals (empty at a rank-deficient A) then holding the singular values;
 * ``linalg.matrix_rank(A, atol=t, out=out)`` with a tolerance tensor that broadcasts past ``A``'s batch shape
   restrides a correctly sized non-contiguous ``out`` and, for a strided one, writes into the gaps between its
   elements.
@@ -68,6 +70,17 @@ def lu_out(torch) -> list[tuple[str, float, float]]:
             ("linalg.lu out= with one tensor for P and L: accepted (1) instead of raising (0)", accepted, 0)]
 
 
+def lstsq_shared_out(torch) -> list[tuple[str, float, float]]:
+    shared = torch.empty(0)
+    try:
+        torch.linalg.lstsq(torch.ones(4, 2), torch.zeros(4, 1), driver="gelsd",
+                           out=(torch.empty(0), shared, torch.empty(0, dtype=torch.int64), shared))
+        accepted = 1.0
+    except RuntimeError:
+        accepted = 0.0
+    return [("linalg.lstsq out= with one tensor for residuals and singular_values: accepted (1) instead of raising (0)", accepted, 0)]
+
+
 def matrix_rank_out(torch) -> list[tuple[str, float, float]]:
     a, tol = torch.randn(3, 3, generator=torch.Generator().manual_seed(2)), torch.zeros(2, 2)
     out = torch.zeros(2, 2, dtype=torch.int64).t()
@@ -92,7 +105,7 @@ def main() -> int:
     present = 0
     with _out.tee(args.out, "linalg_index.txt"):
         print(f"torch {torch.__version__}")
-        for what, got, exact in index_reduce_mean_backward(torch) + embedding_bag_backward(torch) + lu_out(torch) + matrix_rank_out(torch):
+        for what, got, exact in index_reduce_mean_backward(torch) + embedding_bag_backward(torch) + lu_out(torch) + lstsq_shared_out(torch) + matrix_rank_out(torch):
             wrong = not abs(got - exact) <= 1e-6 * max(1.0, abs(exact))
             present += wrong
             print(f"{'BUG PRESENT' if wrong else 'ok':11}  {what}: {got:g} (exact {exact:g})")
