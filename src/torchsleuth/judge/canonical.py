@@ -43,6 +43,12 @@ TIE_INDEX_OPS = frozenset({
     "argmax", "argmin", "cummax", "cummin", "msort", "aminmax",
 })
 LIMIT_OPS = frozenset({"nan_to_num"})
+# A list, not derived: what puts an op here is that its result is picked by a comparison, and nothing PyTorch states
+# says so. Its schema does not (clamp and add both take Tensors and Scalars). Its decomposition mostly does
+# (torch._decomp takes clamp, relu and hardtanh to maximum, minimum and where), but that only moves the list down to
+# the primitives that pick (maximum, minimum, fmax, fmin, where), and max and min have no decomposition; a probe of
+# the results cannot tell a pick from arithmetic that returns an operand (x * 1 and x - 0 keep x's bits too, yet
+# IEEE fixes their zeros' signs).
 ZERO_TIE_OPS = frozenset({
     "clamp", "clamp_min", "clamp_max", "clip", "hardtanh", "relu", "relu6", "maximum", "minimum", "max", "min", "fmax", "fmin",
 })

@@ -8,6 +8,7 @@ import hashlib
 import torch
 
 from ..run.evidence import Evidence
+from ..search import duplicates
 from . import canonical
 from . import compare as cmp
 from .records import Finding, Mismatch
@@ -65,7 +66,7 @@ class Context:
         if k is None:
             return None
         names = set(self.facts.names)
-        reduction, accumulation = self.facts.reduction_length, None
+        reduction, accumulation = max(self.facts.reduction_length, duplicates.writes(self.case.edits)), None
         if any(n.startswith("_fft_") for n in names):  # a transform sums over its whole length, in its own dtype
             reduction = max((t.numel() for t in self.ev.refs.base.tensors.values()), default=1)
             accumulation = self.effective

@@ -39,6 +39,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 _aten = torch.ops.aten
 # Ops whose documentation gives their result as a formula with a Scalar factor, evaluated left to right in the dtype.
+# A list, not derived from the schema: a Scalar factor there (``alpha``, ``value``, ``beta``) is needed but not enough:
+# ``addmm``, ``addmv``, ``baddbmm`` and ``lerp`` take one too, and their kernels scale inside BLAS or a fused lerp, not
+# as the documented formula reads; and ``torch._decomp``'s table decomposes ops of both kinds alike. What sets these
+# apart is how the kernel evaluates, which only its documentation (and source) says.
 DOCUMENTED = frozenset({_aten.add.Tensor, _aten.sub.Tensor, _aten.rsub.Tensor, _aten.addcmul.default, _aten.addcdiv.default})
 
 

@@ -27,7 +27,12 @@ index: the index's rank and its size along that dim (``scatter``'s src,
 values), or the index's length along the op's ``dim`` (``index_add``'s
 source). A sample whose floating tensors cannot all follow (a 0-d source),
 gets no edit; nor does one whose index pairs element for element with the
-input along no ``dim`` (``max_unpool``'s positions of its input's values). Writes that do not combine (``index_copy``, ``scatter``
+input along no ``dim`` (``max_unpool``'s positions of its input's values). Positions into the index
+follow it: ``embedding_bag``'s ``offsets`` (the schema's name) start its
+bags, so the last bag takes every added entry, and with
+``include_last_offset`` the last offset, the index's length, becomes ``K``
+(left as it was, it ends the bags before the added entries, an input the
+docs rule out, on which the kernel's paths part). Writes that do not combine (``index_copy``, ``scatter``
 without ``reduce``, ``put``/``index_put`` without ``accumulate``) leave one
 of their values in no specified order (run.unordered), so they are not
 planned: nothing about their count is judged.
@@ -57,6 +62,7 @@ FORM = "dup:K"
 LENGTHS = (384, 3072)
 VARIANTS = ("functional", "inplace", "out", "backward")
 INDEX_NAMES = frozenset({"index", "indices"})
+POSITION_NAMES = frozenset({"offsets"})  # positions into the index (embedding_bag's bags)
 
 
 def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
@@ -108,7 +114,25 @@ def _growth(op: str, sample, k: int) -> dict | None:
             found[path] = functools.partial(_ones, dim=along, k=k)
         else:
             return None  # a tensor that cannot follow the index: the call would raise
+    if _values(op, sample).get("include_last_offset"):
+        found.update({p: functools.partial(_ending, k=k) for p, t in tensors.items() if names.get(p) in POSITION_NAMES and t.dim() == 1 and t.numel()})
     return found
+
+
+def _ending(t: torch.Tensor, *, k: int) -> torch.Tensor:
+    """Offsets whose last entry, the index's length, is ``k``."""
+    out = t.clone()
+    out[-1] = k
+    return out
+
+
+def writes(edits) -> int:
+    """How many writes a case's ``dup:K`` edit aims at one slot, 1 without one. The slot's value is then a sum of ``K``
+    terms (``embedding_bag``'s bag of ``K`` rows, a gather's gradient), which the precision rule counts as a
+    reduction's length: an index reduction carries no ``reduction`` tag, and a float32 kernel adding ``K`` rows one by
+    one is off by a few hundred units of roundoff, as any ``K``-term sum may be."""
+    found = [int(e[len(VERB) + 1:]) for e in edits if e.startswith(VERB + ":") and e[len(VERB) + 1:].isdigit()]
+    return max(found, default=1)
 
 
 def _aimed(t: torch.Tensor, *, dim: int, k: int) -> torch.Tensor:
@@ -127,11 +151,16 @@ def _ones(t: torch.Tensor, *, dim: int, k: int) -> torch.Tensor:
 def _combines(op: str, sample) -> bool:
     """Whether the op's writes through repeated indices combine (an index reduction, an accumulating put, a gather
     whose backward adds), rather than leave one of them in no specified order (run.unordered)."""
-    names = _names(op, sample)
-    values = {names.get(p, p): v for p, v in (*((f"args[{i}]", a) for i, a in enumerate(sample.args)), *sample.kwargs.items())}
+    values = _values(op, sample)
     if "accumulate" in _schema_names(op):
         return bool(values.get("accumulate", False))
     return _aten_name(op) not in unordered.DECLARED or values.get("reduce") is not None
+
+
+def _values(op: str, sample) -> dict:
+    """The sample's top-level arguments by the aten schema's name."""
+    names = _names(op, sample)
+    return {names.get(p, p): v for p, v in (*((f"args[{i}]", a) for i, a in enumerate(sample.args)), *sample.kwargs.items())}
 
 
 def _names(op: str, sample) -> dict[str, str]:

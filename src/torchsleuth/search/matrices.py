@@ -81,6 +81,11 @@ NEEDS_INVERSE = frozenset({"inv", "inverse", "tensorinv", "solve", "tensorsolve"
 # the complex case, dependent on a phase). Exactly singular matrices are given to their out= calls only: the values
 # judged up to phase (the judge's canonicaliser), no derivative.
 VECTORS = frozenset({"svd", "eigh", "qr"})
+# Words of an op's name that say its derivative is undefined at a rank-deficient matrix for another reason: an LU
+# factorisation with pivoting is not differentiable there (torch.linalg.lu's and lu_factor's docs: "gradient
+# computations are only supported if the input matrix is full-rank ... the gradient may not be finite"). Its
+# exactly singular matrices, like VECTORS', go to the out= calls only.
+NOT_DIFFERENTIABLE = frozenset({"lu"})
 # Ops whose eigenvalues come in no specified order (torch.linalg.eig's docs): float64 and the dtype may list the
 # eigenvalues of a singular matrix in another order, and no reference can pair them.
 UNORDERED = frozenset({"linalg.eig", "linalg.eigvals"})
@@ -96,7 +101,7 @@ def plan(op: str, variant: str, dtype: str, sample) -> list[tuple[str, ...]]:
     path = next(iter(tensors), None)
     if path is None or not _square(tensors[path]) or tensors[path].dtype != wanted:
         return []
-    exact = not needs_inverse(op) and (variant == "out" or not _words(op) & VECTORS)
+    exact = not needs_inverse(op) and (variant == "out" or not _words(op) & (VECTORS | NOT_DIFFERENTIABLE))
     kinds = [k for k in KINDS if k not in ("singular", "rank-deficient") or exact]
     if tensors[path].shape[-1] < 4:
         kinds = [k for k in kinds if k != "rank-deficient"]  # rank 2 is below n - 1 from 4x4 on
@@ -113,7 +118,7 @@ def apply(sample, rest: str, *, op: str = ""):
     found = tree.sample_tensors(sample)
     if path not in found or not _square(found[path]):
         raise UsageError(f"no square matrix {path!r} in the sample for {VERB}:{rest}; its tensors: {', '.join(found) or 'none'}")
-    inverse = needs_inverse(op) or bool(_words(op) & VECTORS)  # the batch's second matrix: near-singular
+    inverse = needs_inverse(op) or bool(_words(op) & (VECTORS | NOT_DIFFERENTIABLE))  # the batch's second matrix: near-singular
     return tree.map_sample_tensors(sample, lambda p, t: structured(t, kind, inverse=inverse) if p == path else t)
 
 

@@ -4,8 +4,10 @@ Design note. OpInfo's samples fill a reduced or scanned dim with random
 values of one scale. Kernels meet other sequences in use: sorted ones (a
 running maximum updated at every step, a sort's already-sorted path),
 values whose magnitudes span the dtype (a sum that loses its small terms in
-one order and not in another, a softmax whose largest term dominates), and
-sums that cancel; and products and their derivatives have branches of
+one order and not in another, a softmax whose largest term dominates),
+sums that cancel, and values sharing their leading digits (a one-pass
+variance, the sum of squares less the square of the sum, cancels there to
+noise, where random values of mean about 0 never cancel); and products and their derivatives have branches of
 their own for zeros (``prod``'s backward with one zero and with two,
 ``cumprod``'s after the first zero). The edit ``seq:input@D=KIND`` replaces
 the input's values along its dim ``D``, the same sequence in every row:
@@ -20,12 +22,20 @@ the input's values along its dim ``D``, the same sequence in every row:
 * ``cancelling``: ``+L, s, -L, s`` repeated, ``L`` the span's top times 1,
   1.25 or 1.5 in turn, ``s`` = 1: large terms that cancel exactly, with the
   small ones the only part of the exact sum;
+* ``offset``: ``C + k``, ``k`` cycling over -8..7 and ``C = 2^ceil(p/2)``
+  for the dtype's ``p`` significand bits (16 in bfloat16, 4096 in float32):
+  exact in the dtype, a large common part on a small spread, so the square
+  of every value holds ``C^2``, about ``2^p`` times the spread's square:
+  a formula that subtracts the squared mean from the mean square loses
+  every digit of the variance in the dtype, while the variance itself is
+  well conditioned (a nudge of the inputs by a unit of roundoff moves it by
+  little, so the precision rule allows little);
 * ``zero-first``, ``zero-middle``, ``zero-last``, ``two-zeros``: the
   sample's own values with exact zeros at those positions (two: first and
   middle).
 
 Where: the dim an op works along (search.long_dims: its ``dim`` argument,
-or the innermost for a reduction of everything). The first three are laid
+or the innermost for a reduction of everything). The first four are laid
 over the dim grown to ``LENGTH`` (258: past a block of 256, even; the ``dim:``
 edit first) where the grown input stays under ``MAX_ELEMENTS``; the zeros
 over the sample's own length, and only where every product of a row's
@@ -55,12 +65,12 @@ from ..run import tree
 from . import duplicates, long_dims
 from .registry import Search
 
-DESCRIPTION = ("along the dim a scan or reduction walks: monotone, widely spread and cancelling sequences (grown to 258), "
+DESCRIPTION = ("along the dim a scan or reduction walks: monotone, widely spread, cancelling and offset sequences (grown to 258), "
                "and exact zeros first, in the middle, last and twice")
 VERB = "seq"
 FORM = "seq:input@D=KIND"
 
-GROWN_KINDS = ("monotone", "spread", "cancelling")
+GROWN_KINDS = ("monotone", "spread", "cancelling", "offset")
 ZERO_KINDS = ("zero-first", "zero-middle", "zero-last", "two-zeros")
 KINDS = GROWN_KINDS + ZERO_KINDS
 LENGTH = 258  # past a block of 256, and even (glu halves its dim)
@@ -126,6 +136,8 @@ def along(t: torch.Tensor, dim: int, kind: str) -> torch.Tensor:
     low, high = _span(t.dtype)
     if kind == "monotone":
         values = torch.exp2((j - n // 2) / STEPS)
+    elif kind == "offset":
+        values = _offset(t.dtype) + (j % 16 - 8)
     elif kind == "spread":
         values = torch.exp2(low + (j * 7) % (high - low + 1))
     else:
@@ -133,6 +145,12 @@ def along(t: torch.Tensor, dim: int, kind: str) -> torch.Tensor:
         values = torch.where(j % 4 == 0, large, torch.where(j % 4 == 2, -large, torch.ones_like(j)))
     shape = [n if i == dim else 1 for i in range(t.dim())]
     return values.reshape(shape).expand(t.shape).to(t.dtype).contiguous()
+
+
+def _offset(dtype: torch.dtype) -> float:
+    """``C`` of the offset sequence: ``2^ceil(p/2)``, ``p`` the dtype's significand bits; ``C + 7`` stays exact."""
+    info = torch.finfo(torch.empty((), dtype=dtype).real.dtype)
+    return 2.0 ** math.ceil((round(-math.log2(info.eps)) + 1) / 2)
 
 
 def _span(dtype: torch.dtype) -> tuple[int, int]:

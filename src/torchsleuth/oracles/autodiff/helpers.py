@@ -301,10 +301,15 @@ def smooth_elsewhere(call, W, path):
 
 def gradient_differences(call, W, path, v, ws, u):
     """Central differences of the gradient u^T J along ``v`` (second order), on float64 tensors ``W``, shifted by each of ``ws``;
-    none where the gradient depends on an element that is not finite, or on an output that is not smooth along ``v`` (the
+    none where the gradient depends on an element that is not finite, nor at an element of x that is not finite itself
+    (the gradient's derivative there is taken at no number: index_reduce's prod ignores self where include_self is
+    False, so its gradient is 0 at a NaN self, and its double backward multiplies that NaN by the mask's 0),
+    nor where it depends on an output that is not smooth along ``v`` (the
     function itself has a kink there: atan2 at the origin, whose gradient is 0 all along a line through it)."""
     found = finite_differences(lambda t, w: [reverse_mode(call, moved(W, path, v, t, w), path, u)], ws)
     found = untainted(found, tainted(lambda P: [reverse_mode(call, P, path, u)], W))
+    if inexact(W[path]) and not bool(torch.isfinite(W[path]).all()):  # the gradient at an x that is no number: no derivative
+        found = untainted(found, [~torch.isfinite(W[path]).cpu()])
     smooth = [s for _, _, s in output_differences(call, W, path, v, ws)]
     if all(bool(s.all()) for s in smooth):
         return found

@@ -78,7 +78,10 @@ step (a rounding op's jump). A gradient at a conditioned matrix of the
 matrices search may be off by perturbation theory's second order too
 (judge.conditioning). Sampled by whole-catalog runs. Where a tensor holds NaN or an infinity,
 no element that depends on it is judged (helpers.tainted): a derivative
-there is a limit at best.
+there is a limit at best. A linear algebra op (search.matrices) is not
+judged at the ``nonfinite`` set at all: its derivative formulas solve with
+the whole matrix's factors, so an output whose value ignores the NaN
+(``lu_factor``'s first row) still has none.
 
 The modules: ``detail`` (the case's form, the finding's record),
 ``helpers`` (the derivatives as plain torch code, which scripts copy),
@@ -102,7 +105,7 @@ from ...judge.verdict import one_line
 from ...run import probe, tree
 from ...run.facts import of_references as facts_of
 from ...run.samples import samples_of
-from ...search import values as value_search
+from ...search import matrices as matrix_search, values as value_search
 from . import helpers
 from .detail import FORWARD, PREFIX, SECOND, form
 from .judging import Argument, Skip
@@ -137,6 +140,10 @@ def run(subject: Subject) -> Outcome:
     if unfair:
         return Outcome(case=case, status="skip", reason=f"special values ({', '.join(unfair)}): derivative formulas square and multiply values "
                        "near the dtype's limits, overflowing where the function does not; as for backward, only exact sets are judged")
+    if matrix_search.linear_algebra(case.op) and "nonfinite" in _value_sets(case.edits):
+        return Outcome(case=case, status="skip", reason="a matrix holding NaN or an infinity: a factorisation's derivative solves with its "
+                       "factors, coupling every element, so none is defined there even where an output's value ignores the non-finite "
+                       "one (torch.linalg.lu's docs: gradients at full-rank matrices only)")
     refs, raised = calls.base(subject)
     if raised is not None:
         return raised
@@ -192,6 +199,10 @@ def differentiated(subject: Subject):
         return process(wrapper(function, *args, **kwargs))
 
     return call
+
+
+def _value_sets(edits: tuple[str, ...]) -> set[str]:
+    return {e.rpartition("=")[2].partition("@")[0] for e in edits if e.startswith(value_search.VERB + ":")}
 
 
 def unfair_sets(edits: tuple[str, ...]) -> list[str]:
