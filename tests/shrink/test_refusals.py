@@ -47,9 +47,12 @@ def test_a_device_that_returns_where_the_cpu_refuses_is_found_and_its_script_sho
     document = json.loads((tmp_path / "f.json").read_text())
     found = [f for f in document["findings"] if f["kind"] == "unchecked_input"]
     assert found, ran.stdout
-    finding = found[0]
+    # the triggers: the layout that emptied the index, and the bounds search's indices (planned on the simulated device)
+    layouts = {a.get("layout") for f in found for a in f["args"]}
+    edits = {e for f in found for e in f["case_id"].split("|") if e.startswith("bound:")}
+    assert "empty" in layouts and {"bound:args[1]=past", "bound:args[1]=negative"} <= edits, (layouts, edits)
+    finding = next(f for f in found if any(a.get("layout") == "empty" for a in f["args"]))
     assert "index_select" in finding["op"] and finding["reference"] == "contract"
-    assert any(a.get("layout") == "empty" for a in finding["args"])  # the trigger: the layout that emptied the index or input
     assert "the CPU refuses this call with IndexError" in finding["summary"] and "returned without error" in finding["summary"]
     assert "sent to cpu alone" in ran.stdout  # the note: what was sent and what came of it
     # the script imports what the run imported: with the plant, the CPU refuses (it checks in reference()) and the

@@ -181,6 +181,11 @@ def test_the_invariants_read_a_dtensor_parameter_s_own_shard(tmp_path):
     import torch.distributed as dist
 
     api = support.dtensor()
+    if dist.is_initialized():  # the fake group a simulated mesh keeps (shard.world), from another test of this process
+        from torchsleuth.shard import world
+
+        dist.destroy_process_group()
+        world.Simulated._meshes.clear()  # its meshes were of that group: the next simulated mesh makes its own
     dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
     try:
         mesh = api.DeviceMesh("cpu", [0])

@@ -106,7 +106,7 @@ def run(args) -> int:
 def _issue(args) -> int:
     """``--issue GROUP``: the group's upstream report, its snippet run here (and under ``--torch``) first."""
     from ..report import upstream
-    from ..report.outputs import writable_file
+    from ..paths import writable_file
     from ..store.runs import open_run
     from .repro import script_text
 

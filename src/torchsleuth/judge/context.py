@@ -66,7 +66,9 @@ class Context:
         if k is None:
             return None
         names = set(self.facts.names)
-        reduction, accumulation = max(self.facts.reduction_length, duplicates.writes(self.case.edits)), None
+        # K writes of one value into one slot round the same way each time: their error grows as K, not as the square
+        # root a reduction of varied terms has (the rule's), so they count as a reduction of K^2 terms
+        reduction, accumulation = max(self.facts.reduction_length, duplicates.writes(self.case.edits) ** 2), None
         if any(n.startswith("_fft_") for n in names):  # a transform sums over its whole length, in its own dtype
             reduction = max((t.numel() for t in self.ev.refs.base.tensors.values()), default=1)
             accumulation = self.effective

@@ -22,8 +22,9 @@ expected value ``e_i`` by at most
   single kernel; dozens for a composite op or a backward graph). Each rounds
   its result; independent roundings add up like a random walk.
 * ``n``: the reduction length (input elements per output element, for ops
-  PyTorch tags ``reduction``; the writes the ``duplicates`` search aims at
-  one slot, for an index reduction; 1 otherwise), and ``u_acc``: the unit roundoff
+  PyTorch tags ``reduction``; the square of the writes the ``duplicates``
+  search aims at one slot, for an index reduction, since equal terms round
+  alike and their error grows with their count; 1 otherwise), and ``u_acc``: the unit roundoff
   of the type PyTorch accumulates in (float32 for float16 and bfloat16, the
   dtype itself otherwise). A sum of ``n`` terms accumulated in ``u_acc``
   strays by up to about ``sqrt(n)`` times the input sensitivity; accumulating

@@ -172,13 +172,13 @@ def render(report: view.ReportView, *, console: Console | None = None, written: 
     if report.groups:
         _groups(report, console)
         for group in report.groups[:ROWS]:
-            if group.diagnosis:
-                console.print(Text.assemble((f"{group.id} diagnosis: ", "bold"), group.diagnosis))
-            elif report.run.command == "watch":  # no diagnosis there: what each finding says, and where it was issued
+            if report.run.command == "watch":  # what each finding says, and where it was issued: the step, the stack
                 for finding in group.findings:
                     console.print(Text.assemble((f"{group.id}: ", "bold"), finding.summary))
                     if finding.detail:
                         console.print(Text(f"    {finding.detail}", style="dim"))
+            elif group.diagnosis:
+                console.print(Text.assemble((f"{group.id} diagnosis: ", "bold"), group.diagnosis))
 
     for reasons in report.reasons:
         table = Table(title=reasons.title, title_justify="left")

@@ -129,8 +129,9 @@ def _ending(t: torch.Tensor, *, k: int) -> torch.Tensor:
 def writes(edits) -> int:
     """How many writes a case's ``dup:K`` edit aims at one slot, 1 without one. The slot's value is then a sum of ``K``
     terms (``embedding_bag``'s bag of ``K`` rows, a gather's gradient), which the precision rule counts as a
-    reduction's length: an index reduction carries no ``reduction`` tag, and a float32 kernel adding ``K`` rows one by
-    one is off by a few hundred units of roundoff, as any ``K``-term sum may be."""
+    reduction: an index reduction carries no ``reduction`` tag, and a float32 kernel adding ``K`` equal rows one by
+    one is off by up to ``K`` units of roundoff (each addition rounds the same way), where a reduction of varied terms
+    is off by about the square root of its length (judge.context counts them as ``K^2`` terms)."""
     found = [int(e[len(VERB) + 1:]) for e in edits if e.startswith(VERB + ":") and e[len(VERB) + 1:].isdigit()]
     return max(found, default=1)
 
