@@ -80,7 +80,7 @@ def values(op: str, name: str, dtype: torch.dtype) -> tuple[float, ...]:
 
 
 def _magnitudes(info, dtype: torch.dtype) -> tuple[float, ...]:
-    low = math.frexp(info.smallest_normal * info.eps)[1] - 1
+    low = (math.frexp(info.smallest_normal)[1] - 1) + (math.frexp(info.eps)[1] - 1)  # the smallest subnormal's exponent, without making it (flush-to-zero)
     high = math.frexp(info.max)[1] - 2  # the significand above 1 must stay below the largest value
     exponents = [round(low + (high - low) * i / (RUNGS - 1)) for i in range(RUNGS)]
     found = [_held((-1) ** i * math.ldexp(SIGNIFICAND, e), dtype) for i, e in enumerate(exponents)]

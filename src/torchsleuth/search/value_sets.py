@@ -86,7 +86,9 @@ def _extreme(info) -> list[float]:
 def _overflow(info) -> list[float]:
     top = math.log(info.max)  # exp overflows past it; sinh and cosh past top + log(2)
     return [top - 0.3, top + 0.35, -(top + 0.35), top + math.log(2.0) + 0.3,
-            math.log(info.smallest_normal) - 4.0, math.log(info.smallest_normal * info.eps) - 2.0, -(top - 0.3)]
+            # the logs summed, not the log of the product: a process in flush-to-zero mode (a library built with
+            # -ffast-math sets it when loaded, as inductor's compiled kernels did in torch 2.4) makes the subnormal 0
+            math.log(info.smallest_normal) - 4.0, math.log(info.smallest_normal) + math.log(info.eps) - 2.0, -(top - 0.3)]
 
 
 def _rounding(info) -> list[float]:
