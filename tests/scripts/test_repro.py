@@ -300,7 +300,7 @@ def test_crash_script_runs_the_call_in_a_child_then_under_a_dispatch_mode(tmp_pa
     assert "DERIVATIVES = ()" in text  # an in-place case takes no derivatives: the call, then the call under the trace's mode
     runs = run_scripts(tmp_path, clean=text, buggy=PLANT_HEAD + CRASH + text)
     assert runs["clean"].returncode == 0, output(runs["clean"])
-    assert "step 1: the call, under a TorchDispatchMode that passes every op on: returns" in runs["clean"].stdout, output(runs["clean"])
+    assert "step 2: the call, under a TorchDispatchMode that passes every op on: returns" in runs["clean"].stdout, output(runs["clean"])
     assert runs["buggy"].returncode == 1, output(runs["buggy"])
     assert "BUG PRESENT: the least setup that crashes is step 0 - the call: addcmul_ kills the process" in runs["buggy"].stdout
 

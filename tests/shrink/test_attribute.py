@@ -56,7 +56,7 @@ with warnings.catch_warnings():
     library.impl("abs", abs, "CPU")
 '''
 
-FORWARD_MODE = "step 1: forward-mode AD with respect to input"
+FORWARD_MODE = "step 2: forward-mode AD with respect to input"
 
 
 def sweep(tmp_path, op: str, oracles: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -121,9 +121,14 @@ def test_which_crashes_get_a_ladder_and_which_derivatives_it_takes():
 
 
 def test_what_a_ladder_script_says_decides_whose_crash_it_is():
-    found = attribute.verdict(1, "step 0: the call: returns\nstep 1: forward-mode AD with respect to input: the process died (exit status -6)\n"
-                                 "BUG PRESENT: the least setup that crashes is step 1 - forward-mode AD with respect to input: neg crashes\n", "")
+    found = attribute.verdict(1, "step 0: the call: returns\nstep 2: forward-mode AD with respect to input: the process died (exit status -6)\n"
+                                 "BUG PRESENT: the least setup that crashes is step 2 - forward-mode AD with respect to input: neg crashes\n", "")
     assert (found.status, found.setup) == ("kept", FORWARD_MODE)
+    guard = "the call, each CPU storage between guard bytes it must not write"
+    what = "the call writes as far as 12 bytes past the end of out's storage (caught between guard bytes; such a write corrupts the heap)"
+    wrote = attribute.verdict(1, f"step 1: {guard}: the call writes as far as 12 bytes past the end of out's storage\n"
+                                 f"BUG PRESENT: the least setup that crashes is step 1 - {what}: tril crashes\n", "")
+    assert (wrote.status, wrote.setup) == ("kept", f"step 1: {what}")  # a write past a storage: the op's heap corruption
     own = attribute.verdict(0, "OK: no step crashes (where a sweep saw this crash, the crash was torchsleuth's own)\n", "")
     assert own.status == "internal" and not own.setup
     hang = attribute.verdict(1, "BUG PRESENT: the least setup that hangs is step 0 - the call: neg crashes\n", "")

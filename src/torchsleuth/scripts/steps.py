@@ -10,9 +10,13 @@ otherwise, which the script then says by exiting 0.
 
 The script rebuilds the call's tensors exactly and walks a ladder of steps
 (``steps``), each in a child process of its own so that a crash kills only
-the child: the call alone; forward mode and reverse mode with respect to each
-floating tensor; then the same under a dispatch mode that only passes each op
-on (``PassThrough``). The first step whose child dies is the least setup that
+the child: the call alone; the call with each CPU storage re-homed between
+guard bytes (``guarded``: a kernel that writes past its storage's end
+corrupts the heap, which kills the sweep's worker later, in torchsleuth's own
+code, but may kill a short script never, so the guard bytes are read back
+instead); forward mode and reverse mode with respect to each floating
+tensor; then the same under a dispatch mode that only passes each op on
+(``PassThrough``). The first step whose child dies is the least setup that
 crashes, the minimised repro, and the script prints it and exits 1; a step
 that raises is loud, not this bug, and the ladder goes on; none crashing
 exits 0. The functions below are real code copied into the script
@@ -31,6 +35,7 @@ its own reproduces it.
 from __future__ import annotations
 
 import inspect
+import sys
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -47,6 +52,9 @@ STEP_SECONDS = kit.HANG_SECONDS
 MODES = ("forward", "reverse")
 # What the script prints before the step it names (shrink.attribute reads it back).
 LEAST = "the least setup that crashes is step "
+# The guard bytes on either side of a re-homed storage (``guarded``), and the exit status of a step that changed them.
+GUARD_BYTES = 4096
+GUARD_STATUS = 3
 
 
 class PassThrough(TorchDispatchMode):
@@ -77,11 +85,35 @@ def reverse_mode(T, path):
     return torch.autograd.grad(outs, [x], [torch.ones_like(o) for o in outs], allow_unused=True) if outs else None
 
 
+def guarded(T):
+    """The call with each CPU storage copied between guard bytes; exits GUARD_STATUS when the call changed one."""
+    homes, moved = {}, dict(T)
+    for path, t in T.items():
+        if t.device.type == "cpu" and not t.requires_grad:
+            size = t.untyped_storage().nbytes()
+            home = bytearray(b"\xa5" * (2 * GUARD_BYTES + size))
+            flat = torch.frombuffer(home, dtype=torch.uint8, count=size, offset=GUARD_BYTES) if size else torch.empty(0, dtype=torch.uint8)
+            flat.copy_(torch.empty(0, dtype=torch.uint8).set_(t.untyped_storage()))
+            moved[path] = flat.view(t.dtype).as_strided(t.shape, t.stride(), t.storage_offset())
+            homes[path] = (home, size)
+    call(moved)  # noqa: F821 (the script's call)
+    for path, (home, size) in homes.items():
+        below = [GUARD_BYTES - i for i in range(GUARD_BYTES) if home[i] != 0xA5]
+        above = [i - GUARD_BYTES - size + 1 for i in range(GUARD_BYTES + size, len(home)) if home[i] != 0xA5]
+        if below or above:
+            reach = " and ".join(([f"{max(below)} bytes before the start"] if below else []) + ([f"{max(above)} bytes past the end"] if above else []))
+            print(f"writes as far as {reach} of {path}'s storage", file=sys.stderr)
+            sys.exit(GUARD_STATUS)
+
+
 def steps(T):
-    """(what the step does, the step): the call alone, then each derivative the case took (``DERIVATIVES``), then all of
-    them under a dispatch mode."""
+    """(what the step does, the step): the call alone, the call between guard bytes, then each derivative the case took
+    (``DERIVATIVES``), then all but the guarded call under a dispatch mode."""
     floating = [p for p, t in T.items() if t.is_floating_point() or t.is_complex()]
     plain = [("the call", lambda: call(T))]  # noqa: F821 (the script's call)
+    guard = [("the call, each CPU storage between guard bytes it must not write", lambda: guarded(T))]
+    if not any(t.device.type == "cpu" and not t.requires_grad for t in T.values()):
+        guard = []
     if "forward" in DERIVATIVES:  # noqa: F821 (the script's constant)
         plain += [(f"forward-mode AD with respect to {p}", lambda p=p: forward_mode(T, p)) for p in floating]
     if "reverse" in DERIVATIVES:  # noqa: F821 (the script's constant)
@@ -93,7 +125,8 @@ def steps(T):
                 return step()
         return run
 
-    return plain + [(f"{words}, under a TorchDispatchMode that passes every op on", under_mode(step)) for words, step in plain]
+    modes = [(f"{words}, under a TorchDispatchMode that passes every op on", under_mode(step)) for words, step in plain]
+    return plain[:1] + guard + plain[1:] + modes
 
 
 MAIN = '''
@@ -116,6 +149,11 @@ def main():
             print(f"step {i}: {words}: still running after {STEP_SECONDS} s")
             print("BUG PRESENT: the least setup that hangs is step", i, "-", words + ":", SUMMARY)
             return 1
+        if child.returncode == GUARD_STATUS:  # wrote outside a storage: the heap corruption that kills a process later
+            wrote = child.stderr.strip().splitlines()[-1]
+            print(f"step {i}: {words}: the call {wrote}")
+            print(f"BUG PRESENT: {LEAST}{i} - the call {wrote} (caught between guard bytes; such a write corrupts the heap):", SUMMARY)
+            return 1
         if child.returncode == 2:  # raised: loud, so not this bug
             print(f"step {i}: {words}: raises ({child.stderr.strip().splitlines()[-2] if child.stderr.strip() else ''})")
             continue
@@ -128,7 +166,7 @@ def main():
     return 0
 '''
 
-SOURCE = (PassThrough, tensor_leaves, forward_mode, reverse_mode, steps)
+SOURCE = (PassThrough, tensor_leaves, forward_mode, reverse_mode, guarded, steps)
 
 
 def derivatives(finding: Finding) -> tuple[str, ...] | None:
@@ -156,7 +194,8 @@ def lines(finding: Finding, call: CallSpec, torch_version: str) -> list[str]:
     """The ladder's script for ``call``, as lines (the generic script's check of a crash or hang: scripts.checks)."""
     constants = [f"CALL = {parts.call_source(call)!r}", f"STEP_SECONDS = {STEP_SECONDS!r}  # a step still running after this hangs",
                  f"DERIVATIVES = {derivatives(finding) or ()!r}  # the derivative modes the case took, each a step per floating tensor",
-                 f"LEAST = {LEAST!r}"]
+                 f"LEAST = {LEAST!r}",
+                 f"GUARD_BYTES = {GUARD_BYTES!r}  # on either side of a storage in the guarded step", f"GUARD_STATUS = {GUARD_STATUS!r}"]
     text = parts.preamble(finding, call, torch_version, ("leaves",), constants, imports=("os", "subprocess"))
     text += ["", "from torch.utils._python_dispatch import TorchDispatchMode"]
     text += parts.function_lines(call) + parts.tensors_function(call)

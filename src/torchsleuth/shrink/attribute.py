@@ -69,7 +69,7 @@ class Verdict:
     """What a crash's ladder said."""
 
     status: str  # "kept" (the op's, or unattributed) or "internal" (torchsleuth's own)
-    setup: str = ""  # the least setup that crashes, "step 8: forward-mode AD ..."; "" when none did
+    setup: str = ""  # the least setup that crashes, "step 9: forward-mode AD ..."; "" when none did
     reason: str
     timed_out: bool = False  # the script was stopped, still running
 
@@ -166,8 +166,10 @@ def verdict(status: int, out: str, err: str) -> Verdict:
 
 def sentence(finding: Finding, setup: str) -> str:
     """The diagnosis of a crash group its ladder reproduced (``finding``: the one whose script ran)."""
-    return (f"{finding.name}{VARIANT_WORDS.get(finding.variant, f' ({finding.variant})')} crashes standalone: the repro script of "
-            f"{finding.id} ({finding.dtype}) dies at {setup} (the least setup of its ladder that crashes)")
+    name = f"{finding.name}{VARIANT_WORDS.get(finding.variant, f' ({finding.variant})')}"
+    if "guard bytes" in setup:  # scripts.steps' guarded step: a write outside a storage, the heap corruption that killed the worker
+        return f"{name} corrupts the heap: at {setup.replace(': ', ' of the repro script of ' + finding.id + ' (' + finding.dtype + '), ', 1)}"
+    return f"{name} crashes standalone: the repro script of {finding.id} ({finding.dtype}) dies at {setup} (the least setup of its ladder that crashes)"
 
 
 def _attributed(shrunk: Shrunk | None) -> bool:

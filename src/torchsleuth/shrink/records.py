@@ -27,7 +27,7 @@ class Shrunk:
     replay: Finding | None = None
     tries: int = 0  # cases run while shrinking
     reason: str = ""
-    # a crash a standalone script reproduces: the least setup of its ladder that crashes ("step 8: forward-mode AD ...")
+    # a crash a standalone script reproduces: the least setup of its ladder that crashes ("step 9: forward-mode AD ...")
     setup: str = ""
 
     def reported(self, finding: Finding) -> Finding:
