@@ -64,21 +64,42 @@ def pointed(count: int, names: list[str] | None = None, device: str | None = Non
         everything = resolve_ops(None)
         step = len(everything) / count
         ops = [everything[int(i * step)] for i in range(count)]
-    print("| op | cases | wall s | findings |")
-    print("| --- | ---: | ---: | ---: |")
+    print("| op | cases | wall s | findings | case seconds by kind (summed over workers) |")
+    print("| --- | ---: | ---: | ---: | --- |")
     times, rows = {}, []
     for op in ops:
         with tempfile.TemporaryDirectory() as tmp:
             seconds, document, _ = cli(["--ops", op, *(["--device", device] if device else [])], tmp, cap)
+            spent = breakdown(os.path.join(tmp, "out", "runs.db"))
         times[op] = seconds
         wall = f"stopped at {cap:.0f}" if document.get("stopped") else round(seconds, 1)
-        rows.append([op, document["cases"], wall, len(document["findings"])])
-        print(f"| {op} | {document['cases']} | {wall} | {len(document['findings'])} |", flush=True)
+        rows.append([op, document["cases"], wall, len(document["findings"]), spent])
+        print(f"| {op} | {document['cases']} | {wall} | {len(document['findings'])} | {spent} |", flush=True)
     slowest = max(times, key=times.get)
     print(f"\nmedian {statistics.median(times.values()):.1f} s over {len(ops)} ops; slowest {slowest} {times[slowest]:.1f} s")
-    return {"table": _record.table(["op", "cases", "wall s", "findings"], rows),
+    return {"table": _record.table(["op", "cases", "wall s", "findings", "case seconds by kind"], rows),
             "figures": {"median_s": round(statistics.median(times.values()), 1), "slowest": slowest, "slowest_s": round(times[slowest], 1),
                         "stopped": sum(1 for r in rows if isinstance(r[2], str))}}
+
+
+def breakdown(db: str) -> str:
+    """Where a run's case seconds went: summed per kind of case (the plain cases, the searched ones, each oracle's), the
+    largest first, with the slowest case; what a run stopped at its cap had stored by then."""
+    import sqlite3
+    from collections import Counter
+
+    if not os.path.exists(db):
+        return ""
+    spent, count, slowest = Counter(), Counter(), ("", 0.0)
+    for case_id, seconds in sqlite3.connect(db).execute("select case_id, seconds from outcomes"):
+        parts = case_id.split("|")
+        oracle = parts[-1][1:].split("=")[0] if parts[-1].startswith("@") else ""
+        kind = oracle or ("searched" if len(parts) > 6 else "plain")
+        spent[kind] += seconds
+        count[kind] += 1
+        slowest = max(slowest, (case_id, seconds), key=lambda pair: pair[1])
+    kinds = "; ".join(f"{k} {v:.0f} s / {count[k]}" for k, v in spent.most_common(4))
+    return f"{kinds}; slowest {slowest[0]} {slowest[1]:.0f} s"
 
 
 def catalog(keep: str | None, without: list[str], every: int = 1) -> dict:

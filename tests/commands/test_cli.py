@@ -199,7 +199,7 @@ def test_an_unknown_large_form_is_one_line_and_exit_2(tmp_path, monkeypatch, cap
     monkeypatch.chdir(tmp_path)
     assert main(["ops", "--ops", "softmax", "--large", "rows,bogus"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "unknown --large form 'bogus'; known: elements, length, rows, index, creation" in err[0], err
+    assert len(err) == 1 and "unknown --large form 'bogus'; known: elements, length, rows, span, index, creation" in err[0], err
     assert list(tmp_path.iterdir()) == []
 
 

@@ -79,15 +79,17 @@ def test_the_probes_are_planned_once_per_op_and_dtype_for_pointwise_functional_c
     assert large.plan(unit, "functional", 1) == [] and large.plan(unit, "inplace", 0) == []
     assert large.plan(Unit(op="neg", dtype="int8", device="cpu"), "functional", 0) == ["large:2^31", "large:2^32"]  # bytes = elements
     rows = ["large:rows=65535", "large:rows=65536", "large:rows=65537"]
-    assert large.plan(Unit(op="linalg.svd", dtype="float32", device="cpu"), "functional", 0) == rows  # neither pointwise nor a reduction
-    assert large.plan(Unit(op="softmax", dtype="float32", device="cpu"), "functional", 0) == rows
-    assert large.plan(Unit(op="sum", dtype="float32", device="cpu"), "functional", 0) == [f"large:length={n}" for n in stretched.REDUCTION_LENGTHS]
+    spans = ["large:span=8388611", "large:span=16777219"]  # float32 only
+    assert large.plan(Unit(op="linalg.svd", dtype="float32", device="cpu"), "functional", 0) == rows + spans  # neither pointwise nor a reduction
+    assert large.plan(Unit(op="softmax", dtype="float32", device="cpu"), "functional", 0) == rows + spans
+    assert large.plan(Unit(op="softmax", dtype="float64", device="cpu"), "functional", 0) == rows
+    assert large.plan(Unit(op="sum", dtype="float32", device="cpu"), "functional", 0) == [f"large:length={n}" for n in stretched.REDUCTION_LENGTHS] + spans
     index = ["large:index=2^31", "large:index=2^32", "large:index=bytes"]
-    assert large.plan(Unit(op="index_select", dtype="float32", device="cpu"), "functional", 0) == rows + index
+    assert large.plan(Unit(op="index_select", dtype="float32", device="cpu"), "functional", 0) == rows + spans + index
     assert large.plan(Unit(op="index_select", dtype="float32", device="cpu"), "functional", 0, "index") == index
     assert large.plan(Unit(op="index_add", dtype="int8", device="cpu"), "functional", 0, "index") == index[:2]  # bytes = elements
     assert large.plan(Unit(op="take", dtype="bool", device="cpu"), "functional", 0, "index") == []  # two values: a misread may hold the right one
-    with pytest.raises(UsageError, match="known: elements, length, rows, index, creation"):
+    with pytest.raises(UsageError, match="known: elements, length, rows, span, index, creation"):
         large.plan(unit, "functional", 0, "rows,columns")
 
 
@@ -547,7 +549,7 @@ def test_an_unknown_large_form_is_one_line_and_exit_2(tmp_path, monkeypatch, cap
     monkeypatch.chdir(tmp_path)
     assert main(["ops", "--ops", "arange", "--large", "nonsense"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "unknown --large form 'nonsense'; known: elements, length, rows, index, creation" in err[0], err
+    assert len(err) == 1 and "unknown --large form 'nonsense'; known: elements, length, rows, span, index, creation" in err[0], err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -562,3 +564,64 @@ def test_the_repro_of_a_creation_finding_exits_1_with_the_plant_and_0_without(pl
     text = repro.script(outcome.findings[0])
     assert text == repro.script(dataclasses.replace(outcome.findings[0], detail=""))  # the record, not the prose
     assert_repro(tmp_path, text, ARANGE_PLANT)
+
+
+# --- spans: a dim past 2^23 and 2^24 entries (tests: past 2^11, where a float16 index goes wrong) -----------------
+
+
+SPAN = (1 << 11) + 3  # indices 2049 and 2051 among them: float16 rounds them to 2048 and 2052
+
+
+def flip_indexing_in_float16(self, dims):
+    """flip through index_select whose float32 kernel computes the source position in float16 (float32 past 2^24 entries,
+    moved down): exact up to 2048 entries along a flipped dim, a neighbour read past it."""
+    out = self
+    for d in dims:
+        n = out.shape[d]
+        source = n - 1 - torch.arange(n)
+        if self.dtype == torch.float32:
+            source = source.to(torch.float16).to(torch.int64).clamp(0, n - 1)  # the bug
+        out = out.index_select(d, source)
+    return out.clone()
+
+
+@pytest.fixture
+def small_span(monkeypatch):
+    from torchsleuth.oracles.large import span
+
+    monkeypatch.setattr(span, "LENGTHS", (SPAN,))
+    return span
+
+
+def test_span_probes_are_planned_in_float32_for_every_op_but_the_ufuncs(small_span):
+    from torchsleuth.cases.records import Unit
+
+    def planned(op, dtype):
+        return large.plan(Unit(op=op, dtype=dtype, device="cpu"), "functional", 0, "span")
+
+    assert planned("flip", "float32") == [f"large:span={SPAN}"] and planned("cumsum", "float32") == [f"large:span={SPAN}"]
+    assert planned("flip", "float64") == [] and planned("sin", "float32") == [] and planned("add", "float32") == []
+
+
+@pytest.mark.slow
+def test_an_index_computed_in_a_narrow_float_is_found_past_its_span_naming_the_op_and_the_length(plant, run_sweep, small_span):
+    plant("flip", flip_indexing_in_float16)
+    result = run_sweep(config("flip", oracles=("large:span",)))
+    found = [f for f in result.findings if f.op == "aten.flip.default"]
+    assert found, result.reasons
+    # judged as any case is, on the sample with a dim of its input tiled past 2^11: the precision reference
+    assert all(f.kind == "mismatch" and f.case_id.endswith(f">{SPAN}") and "flip" in f.summary for f in found), [f.case_id for f in found]
+
+
+@pytest.mark.slow
+def test_real_ops_are_clean_along_a_span(run_sweep, small_span):
+    result = run_sweep(config("flip,cumsum,sort,softmax,roll,nn.functional.max_pool1d", oracles=("large:span",)))
+    assert not result.findings, [f.summary for f in result.findings]
+    assert result.statuses.get("pass", 0) >= 8, result.statuses
+
+
+def test_a_span_probe_that_does_not_fit_in_memory_is_skipped_saying_how_much_it_needed(monkeypatch, run_sweep, small_span):
+    monkeypatch.setattr(bounds, "free_bytes", lambda device: 1 << 10)
+    result = run_sweep(config("flip", oracles=("large:span",)))
+    assert result.statuses.get("skip", 0) >= 1 and not result.findings
+    assert any("GiB free on cpu" in reason for reason in result.reasons.get("skip", {})), result.reasons

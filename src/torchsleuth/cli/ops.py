@@ -53,6 +53,9 @@ A pointed run also compiles a sample of its cases with torch.compile (inductor):
 28 per op, an all-pairs cover of layout x dtype x variant, each judged like its eager case
 (the compiled variant; the summary says so); --compile adds every sample's contiguous call,
 --no-compile (or --oracles given) leaves compiling out; a catalog run compiles only with --compile.
+A pointed run on CUDA also runs the large oracle (--large): sizes past 2^23, 2^24, 2^31 and 2^32
+elements as far as the GPU's free memory allows, each probe skipped, saying why, where it does not
+fit; --large none (or --oracles given) leaves it out.
 
 after the sweep every finding is replayed (one that does not recur is flaky,
 not a bug), shrunk to its smallest failing case (the repro is written from
@@ -146,8 +149,9 @@ def add_parser(commands) -> None:
                         "and 2^32 elements and 2^31 bytes, reductions over 32767..65537 elements (length), other ops "
                         "over 65535..65537 rows (rows), factories (arange, linspace, full, eye, ...) making past 2^31 and 2^32 "
                         "elements, checked against the value the index gives (creation); FORMS picks among elements, "
-                        "length, rows, index, creation (default all); "
-                        "each big probe first checks the device has the memory, else it is skipped saying how much it needs")
+                        "length, rows, span (a dim past 2^23 and 2^24: float32 index arithmetic), index, creation (default "
+                        "all); each big probe first checks the device has the memory, else it is skipped saying how much it "
+                        "needs; default: on in a pointed run on CUDA, off otherwise; --large none: off")
     p.add_argument("--list", action="store_true", help="list the ops that --ops selects, with variants and dtypes, and exit")
     p.add_argument("--no-shrink", action="store_true",
                    help="report findings as found: no replay, shrinking or diagnosis after the sweep")
@@ -193,6 +197,9 @@ def run(args) -> int:
     if deep and args.compile is None and args.oracles is None and "compile" not in {family(o) for o in config.oracles}:
         # a pointed run's default: the compiled variant's sample (oracles/compile/variant.py)
         config = dataclasses.replace(config, oracles=(*config.oracles, "compile:sampled"))
+    if deep and args.large is None and args.oracles is None and device.startswith("cuda") and "large" not in {family(o) for o in config.oracles}:
+        # a pointed run on a GPU: sizes past 2^23, 2^24, 2^31 and 2^32 as far as its memory allows (oracles/large)
+        config = dataclasses.replace(config, oracles=(*config.oracles, "large"))
     if args.budget is not None:
         config = dataclasses.replace(config, budget=args.budget[0], budget_seconds=args.budget[1])
     if args.samples is not None:
@@ -262,7 +269,9 @@ def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
         oracles += tuple(o for o in ("compile", "compile:sampled") if o not in oracles)
     if args.compile is False:
         oracles = tuple(o for o in oracles if family(o) != "compile")
-    if args.large and "large" not in oracles:
+    if args.large == "none":  # --large none: not even a pointed run's default on a GPU
+        oracles = tuple(o for o in oracles if family(o) != "large")
+    elif args.large and "large" not in oracles:
         # --large rows,index: the large oracle with those forms only (checked here, carried in the oracle's name)
         oracles += ("large",) if args.large == "all" else (BUILTIN.with_option("large", args.large),)
     if args.cpu_capabilities is None and "capability" not in oracles:

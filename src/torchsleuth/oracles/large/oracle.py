@@ -72,6 +72,11 @@ can get a dim 0 the other arguments do not match; a kernel that does not
 check its arguments' shapes can crash on the doubled call (a ``crash``
 finding of the rows case; bench/deep-large.md lists them).
 
+Spans (``large:span=L``, L = 2^23 + 3, 2^24 + 3, float32 only): a dim of the input
+just past where float32 holds every integer, for every op but the ufuncs
+(an index or a scale computed in float32 reads a neighbour there), judged
+as the reductions' lengths are; large/span.py has its design note.
+
 Indexing (``large:index=2^31``, ``=2^32``, ``=bytes``): gathers and scatters
 whose source or destination tensor is past a boundary, the indices on both
 sides of it; large/index.py has its design note.
@@ -86,10 +91,13 @@ Memory. A probe needs its tiled arguments and its result in memory at
 once; before the call the oracle asks the device what is free (the CPU's
 MemAvailable, CUDA's free memory) and skips the probe, saying how much it
 needed, when the estimate (with half again for temporaries) does not fit.
-The oracle runs only when asked (``torchsleuth ops --large``): a probe of
-2^31 float32 elements moves 16 GiB. Named with an option in
-``SweepConfig.oracles`` (``"large:rows"``, ``"large:rows,index"``), it
-plans only those of its forms (``FORMS``: elements, length, rows, index, creation).
+The oracle runs when asked (``torchsleuth ops --large``), and in a run
+pointed at a few ops on CUDA, where a GPU has the memory (the memory check
+above skips what does not fit, saying so); a catalog run and a CPU run
+leave it out unless asked: a probe of 2^31 float32 elements moves 16 GiB.
+Named with an option in ``SweepConfig.oracles`` (``"large:rows"``,
+``"large:rows,index"``), it plans only those of its forms (``FORMS``:
+elements, length, rows, span, index, creation).
 
 Where it is. This module plans a unit's probes and hands each case to its
 form: large.elements (the element probes), large.stretched (lengths and
@@ -108,18 +116,19 @@ from ...errors import UsageError
 from ...judge.plugin import Oracle
 from ...judge.records import Outcome
 from ...run.opclass import classes, may_be_pointwise_or_reduction
-from . import bounds, creation, elements, index, script, stretched
+from . import bounds, creation, elements, index, script, span, stretched
 
 DESCRIPTION = ("elements past 2^31 and 2^32 (and 2^31 bytes) get what small tensors get (pointwise ops), are gathered "
                "and scattered right (indexing ops) and made right (creation ops); reductions over 32768 and 65536 elements "
-               "and ops over 65536 rows are right (--large)")
+               "and ops over 65536 rows and along a dim past 2^23 and 2^24 are right (--large; on by default in a pointed "
+               "run on CUDA)")
 
 # A case of this oracle may take this many of the sweep's --timeout: it moves gigabytes, or makes 65536
 # rows of a batched linalg op (on the H200, linalg.eig and ldl_factor over 65535 matrices passed 60 s).
 SLOWER = 5
 _PROBED = frozenset({"UnaryUfuncInfo", "BinaryUfuncInfo", "ReductionOpInfo"})  # ops that have probes of their own
 # The probe forms, for the oracle's option (``large:rows``): pointwise elements, reduction lengths, rows, indexing, creation.
-FORMS = ("elements", "length", "rows", "index", "creation")
+FORMS = ("elements", "length", "rows", "span", "index", "creation")
 
 
 def chosen_forms(text: str, what: str = "large probe form") -> tuple[str, ...]:
@@ -145,6 +154,8 @@ def plan(unit, variant: str, sample: int, forms: str = "") -> list[str]:
         planned += [f"large:{name}" for name in bounds.PROBES if not (name == "bytes" and itemsize == 1)]
     if not op_classes & _PROBED and "rows" in chosen:
         planned += [f"large:rows={n}" for n in stretched.ROW_COUNTS]
+    if not op_classes & {"UnaryUfuncInfo", "BinaryUfuncInfo"} and "span" in chosen and unit.dtype == span.DTYPE:
+        planned += [f"large:span={n}" for n in span.LENGTHS]
     planned += index.plan(unit) if "index" in chosen else []
     return planned + (creation.plan(unit) if "creation" in chosen else [])
 
@@ -157,6 +168,8 @@ def run(subject) -> Outcome:
         return stretched.stretched(case, subject, int(case.oracle.split("=", 1)[1]))
     if case.oracle.startswith("large:rows="):
         return stretched.rows(case, subject, int(case.oracle.split("=", 1)[1]))
+    if case.oracle.startswith("large:span="):
+        return span.span(case, subject, int(case.oracle.split("=", 1)[1]))
     if case.oracle.startswith("large:index="):
         return index.run(subject)
     if case.oracle.startswith("large:creation="):

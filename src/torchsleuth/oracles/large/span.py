@@ -1,0 +1,106 @@
+"""The ``large`` oracle's span form: a dim just past 2^23 and 2^24 entries, where float32 index arithmetic goes wrong.
+
+Design note. A kernel that computes an index, an offset or a scale in
+float32 (an interpolation's source position, a pooling window's start, a
+scan's or a sort's position, a normalisation's count) is exact while the
+integers it holds are: up to 2^24, and up to 2^23 where it adds a half. One
+entry past, ``float(i)`` rounds to a neighbour, and the element read or
+written is another, silently. The probes ``large:span=L``, L in ``LENGTHS``
+(2^23 + 3, 2^24 + 3: the indices 2^23 + 1 and 2^24 + 1 among them), take the case's own call with a dim of its input
+tiled to L (each of its ``MAX_DIMS`` longest in turn, until one gives a
+finding: which dim the op works along, its arguments say in their own ways) (search.edits' ``dim:input@D>L``, entry i holding entry i mod
+its size, so a neighbour holds another value) and judge it as the ops
+engine judges any case, as the reductions' lengths are (large.stretched):
+against the same call on the CPU (the device reference, off the CPU) and
+against float64 on the CPU (the precision reference). Both are one call
+on a tensor of L entries: the cheap reference, no 2^31-element copy.
+
+Which ops: every op that is not a ufunc (those have the element probes)
+and whose call's trace computes something that is neither pointwise nor
+random nor a view (large.stretched's rows say the same): reductions, scans,
+softmax and the normalisations, sorts, flips and rolls, pooling,
+interpolation, gathers. A tensor whose other dims hold more than one entry
+would make ``L`` times as many elements; past ``MAX_ELEMENTS`` those dims are
+narrowed to one entry first (``dim:input@d>1``); a call that then raises
+(an argument tied to a narrowed dim) is loud, not a finding.
+
+One dtype: float32 (``DTYPE``). An index is computed the same way in a
+kernel's every dtype, and each probe costs seconds (the CPU's float64
+reference over 2^24 entries), so the other dtypes are left to the other
+probes; an op without float32 gets no span probe.
+
+Memory: the input, its result, the CPU's copy and the float64 one (eight
+bytes an element) must fit where each is made (large.bounds'
+``short_of_memory``, on the device and on the CPU); else the probe is a skip
+saying how much it needs. Tests move ``LENGTHS`` down (2^11 + 3, where a
+float16 index goes wrong): everything here reads it when called.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ...judge import calls
+from ...judge.records import Outcome
+from ...run.facts import of_references
+from ...run.opclass import computation
+from ...search import edits
+from . import bounds
+
+# Just past where float32 stops holding every integer (2^24 + 1 is the first it rounds) and every half-integer (2^23 + 0.5).
+LENGTHS = ((1 << 23) + 3, (1 << 24) + 3)
+# The most elements a span probe's input may hold (2^26 float32: 256 MiB); past it the other dims are narrowed to one.
+MAX_ELEMENTS = 1 << 26
+# The one dtype span probes are planned in (see the design note).
+DTYPE = "float32"
+# The input's dims tried, longest first (which dim the op works along, the call's arguments say in their own ways).
+MAX_DIMS = 3
+# Bytes per element of the input's dtype that a probe holds at once, besides the float64 reference's eight on the CPU:
+# the input, its result, and the CPU's copy of both.
+COPIES = 4
+
+
+def span(case, subject, length: int) -> Outcome:
+    """The case with its input's longest dim tiled to ``length`` entries, judged as any case (see the design note)."""
+    refs, raised = calls.base(subject)
+    if raised is not None:
+        return raised
+    kind = computation(refs.trace, subject.entry)
+    if kind == "pointwise":
+        return Outcome(case=case, status="skip", reason="pointwise: the element probes (large:2^31, ...) take pointwise ops")
+    if kind != "reduction" and not kind.startswith("neither"):
+        return Outcome(case=case, status="skip", reason=kind)
+    if of_references(refs, case.op).storage_defined:
+        return Outcome(case=case, status="skip", reason="its contract is stated in storage (as_strided, resize_): it has no span")
+    x = edits.tensors(subject.sample).get("input")
+    if x is None or x.dim() == 0 or x.numel() <= 1:
+        return Outcome(case=case, status="skip", reason="the sample has no input with a dim to stretch")
+    judged = []
+    for dim in sorted((d for d in range(x.dim()) if x.shape[d] > 1), key=lambda d: -x.shape[d])[:MAX_DIMS]:
+        outcome = _along(case, subject, x, dim, length)
+        if outcome.findings:
+            return outcome
+        judged.append(outcome)
+    if not judged:
+        return Outcome(case=case, status="skip", reason="the sample's input has no dim of two entries or more to stretch")
+    passed = [o for o in judged if o.status == "pass"]
+    return Outcome(case=case, status="pass" if passed else judged[0].status, reason="; ".join(o.reason for o in judged))
+
+
+def _along(case, subject, x, dim: int, length: int) -> Outcome:
+    """The case with dim ``dim`` of its input tiled to ``length`` (the other dims narrowed to one past MAX_ELEMENTS)."""
+    per_entry = x.numel() // x.shape[dim]
+    narrowed = ()
+    if per_entry * length > MAX_ELEMENTS:
+        narrowed = tuple(edits.stretch("input", d, 1) for d in range(x.dim()) if d != dim and x.shape[d] > 1)
+        per_entry = 1
+    elements = per_entry * length
+    short = (bounds.short_of_memory(case.device, elements * x.element_size() * COPIES)
+             or bounds.short_of_memory("cpu", elements * (x.element_size() * 2 + 8)))
+    if short:
+        return Outcome(case=case, status="skip", reason=f"its input {list(x.shape)} with dim {dim} tiled to {length} {short}")
+    longer = dataclasses.replace(case, oracle="", edits=case.edits + narrowed + (edits.stretch("input", dim, length),))
+    judged = subject.replay(longer)
+    reason = f"{longer.id}: {judged.reason}" if judged.reason else f"judged as {longer.id}"
+    return Outcome(case=case, status=judged.status, reason=reason, findings=judged.findings)
+
