@@ -25,6 +25,9 @@ class TensorSpec:
     # zlib-compressed bytes of the whole storage (so gaps and guards come back
     # too); None when the storage is too large to carry inline.
     data: bytes | None = None
+    # (dim, period) when the storage was too large to carry inline but the tensor (contiguous, filling it) is its
+    # first ``period`` entries along ``dim`` tiled, as the large oracle's stretched tensors are: ``data`` holds those.
+    tiled: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -50,13 +50,24 @@ GLOBALS = []  # keeps an imported file's torch.library objects alive
 # --- the helpers, copied into scripts -----------------------------------------------------
 
 
-def rebuild(dtype, device, numel, shape, stride, offset, data=None, seed=0, requires_grad=False):
+def rebuild(dtype, device, numel, shape, stride, offset, data=None, seed=0, requires_grad=False, tiled=()):
     """One argument exactly as the kernel saw it: the whole storage (gaps and
-    guard values included), viewed with the recorded shape, stride and offset."""
+    guard values included), viewed with the recorded shape, stride and offset.
+    ``tiled`` (dim, period): ``data`` holds the first ``period`` entries along
+    ``dim`` of a storage too large to carry, which is them tiled."""
     dtype = getattr(torch, dtype)
     if data is not None:
         raw = bytearray(zlib.decompress(base64.b85decode(data)))
         flat = torch.frombuffer(raw, dtype=torch.uint8).view(dtype) if raw else torch.empty(0, dtype=dtype)
+        if tiled:  # the first entries along dim, then the storage's elements past the tensor: tile them back
+            dim, period = tiled
+            base_shape = [period if d == dim else n for d, n in enumerate(shape)]
+            count = 1
+            for n in base_shape:
+                count *= n
+            reps = [-(-shape[dim] // period) if d == dim else 1 for d in range(len(shape))]
+            whole = flat[:count].reshape(base_shape).repeat(*reps).narrow(dim, 0, shape[dim]).reshape(-1)
+            flat = torch.cat([whole, flat[count:]])
     else:
         flat = seeded(dtype, numel, seed)
     view = flat.to(device).as_strided(shape, stride, offset).detach()

@@ -167,6 +167,9 @@ def tensors_function(call: CallSpec) -> list[str]:
         data = f"DATA[{spec.path!r}]" if spec.data is not None else f"seed={seed}"
         grad = ", requires_grad=True" if spec.requires_grad else ""
         note = f"  # {spec.layout}" if spec.data is not None else f"  # {spec.layout}; storage too large to inline: seeded values stand in"
+        if spec.tiled:
+            data += f", tiled={tuple(spec.tiled)!r}"
+            note = f"  # {spec.layout}; too large to inline: its first {spec.tiled[1]} entries along dim {spec.tiled[0]}, tiled"
         lines.append(
             f"        {spec.path!r}: rebuild({spec.dtype!r}, {spec.device!r}, {spec.storage_numel}, {tuple(spec.shape)!r}, "
             f"{tuple(spec.stride)!r}, {spec.storage_offset}, {data}{grad}),{note}"
