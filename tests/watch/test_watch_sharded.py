@@ -141,6 +141,11 @@ def test_parity_names_the_first_step_and_parameter_where_the_tp_run_parts(tp_pla
     found = by_op(data)["parity"]
     assert found["kind"] == "parity_mismatch"
     assert "parts from the same script on one rank at step 0: the gradient of block." in found["summary"]
+    # its script runs the two watched runs again (the shadow replay off) and reports them parting
+    run = subprocess.run([sys.executable, str(Path(data["folder"]) / found["repro"])], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "BUG PRESENT: the run on 2 ranks parts from the run on one" in run.stdout and "at step 0" in run.stdout
 
 
 @pytest.mark.slow
@@ -209,6 +214,7 @@ def test_the_gathered_counts_are_each_rank_s_dtensor_calls_and_every_rank_s_plai
     assert ("ranks", "rank 2 posted nothing (it exited with status 1)") in frame.notes
     assert ranks.checked(posts) == 3 + 10 + 50 + 3 + 12 + 50
     assert ranks.checked([None, {"steps": 0, "judged": 0, "dtensor_judged": 0}]) == 0  # nothing checked: exit 4, not 0
+    assert ranks.device(posts) == "cpu" and ranks.device([None, {"device": "cuda"}]) == "cuda"  # the run's header
 
 
 def test_parity_finds_the_first_step_and_parameter_beyond_the_reduction_order():
