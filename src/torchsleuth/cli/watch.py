@@ -98,8 +98,12 @@ def add_parser(commands) -> None:
 
 
 _PARSER_FLAGS: set[str] = set()  # watch's own flags, to warn of one written after the script
-_NOTHING = ("the script made no optimizer step and no op call torchsleuth could judge "
-            "(is the training loop behind a flag, or not reached?)")
+
+
+def _nothing(args) -> str:
+    """Why a watch checked nothing: the reason its exit status 4 gives."""
+    calls = "" if args.invariants_only else " and no op call torchsleuth could judge"
+    return f"the script made no optimizer step{calls} (is the training loop behind a flag, or not reached?)"
 
 
 def run(args) -> int:
@@ -160,7 +164,7 @@ def run(args) -> int:
         sys.stderr.write(user_traceback(error))
     result = session.result
     steps, calls = session.context.step, (session.shadow.judged if session.shadow else 0)
-    why = _NOTHING if not args.invariants_only else _NOTHING.replace(" and no op call torchsleuth could judge", "")
+    why = _nothing(args)
     status = finish(result, db=db, checked=steps + calls, why=why)
     if not steps and calls and not session.failure:
         print("the script made no optimizer step: the training invariants were not checked, only its op calls")
@@ -242,7 +246,7 @@ def _parent(args, out: Path, db: str) -> int:
         if alone is not None:
             launch.record_parity(frame, alone[0][0], posts[0], args.nproc, program, rerun=_rerun(args))
     failed = [r for r, code in enumerate(codes) if code]
-    status = finish(frame.result, db=db, checked=None if failed else launch.checked(posts), why=_NOTHING)
+    status = finish(frame.result, db=db, checked=None if failed else launch.checked(posts), why=_nothing(args))
     if failed:
         print(f"rank(s) {', '.join(map(str, failed))} exited with a nonzero status: the run is stored as failed "
               f"(exit status {int(ExitCode.SCRIPT_FAILED)})", file=sys.stderr)
@@ -266,4 +270,4 @@ def _rank_done(args, session, place, status: int, out: Path, db: str) -> int:
     with run_frame(config, db=db, out=out, json=args.json, scripts=sharded_repro.writer(tuple(args.imports)),
                    started=session.started) as frame:
         launch.record(frame, posts, [], place.world)
-    return finish(frame.result, db=db, checked=launch.checked(posts), why=_NOTHING)
+    return finish(frame.result, db=db, checked=launch.checked(posts), why=_nothing(args))
