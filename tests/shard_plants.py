@@ -152,6 +152,15 @@ def _with(result, placements):
 def _patched(schema):
     result = _original(schema)
     spec = result.output_spec
+    if "norm_grads_claimed_replicated" in MODES and schema.op is torch.ops.aten.native_layer_norm_backward.default:
+        # a norm over sharded tokens: its weight's and bias's gradients, partial sums, claimed Replicate (no all-reduce)
+        if isinstance(spec, tuple) and any(isinstance(s, DTensorSpec) and any(isinstance(p, Partial) for p in s.placements)
+                                           for s in spec):
+            result = copy.copy(result)
+            result.output_spec = tuple(
+                DTensorSpec(s.mesh, tuple(Replicate() if isinstance(p, Partial) else p for p in s.placements),
+                            tensor_meta=s.tensor_meta) if isinstance(s, DTensorSpec) else s for s in spec)
+        return result
     if not isinstance(spec, DTensorSpec):
         return result
     source = schema.args_schema[0]
@@ -193,6 +202,8 @@ def rule_plant(*modes: str) -> str:
     * ``strided_reduced_dim_not_replicated``: softmax over a dim held as ``_StridedShard`` computed on the local rows,
       without replicating them first; ``reduced_dim_not_replicated``: the same over any ``Shard`` of that dim;
     * ``keepdim_partial_claimed_as_shard``: a keepdim reduction over a sharded dim claims its partial sums a ``Shard``;
-      ``partial_claimed_replicated``: any sum or mean over a sharded dim claims them ``Replicate`` (no all-reduce).
+      ``partial_claimed_replicated``: any sum or mean over a sharded dim claims them ``Replicate`` (no all-reduce);
+    * ``norm_grads_claimed_replicated``: layer_norm's backward over sequence-sharded tokens claims its weight's and
+      bias's gradients (partial sums over the tokens) ``Replicate``: the all-reduce forgotten.
     """
     return _RULE_PLANTS.format(modes=set(modes))

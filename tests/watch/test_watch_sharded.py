@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,18 +27,19 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 needs_dtensor = pytest.mark.skipif(bool(support.missing()), reason=support.missing() or "")
 
 
-def watch(folder: Path, script: str, *flags: str, plant: tuple[str, ...] = (), torchrun: bool = False) -> tuple[subprocess.CompletedProcess, dict]:
-    """``torchsleuth watch`` of an example on 2 ranks (``--nproc``, or under torchrun), and the findings file it wrote
-    (with ``folder``, where the file's repro paths start, as its ``"folder"``)."""
+def watch(folder: Path, script: str, *flags: str, plant: tuple[str, ...] = (), torchrun: bool = False,
+          nproc: int = 2) -> tuple[subprocess.CompletedProcess, dict]:
+    """``torchsleuth watch`` of an example for 2 steps on ``nproc`` ranks (``--nproc``, or under torchrun), and the
+    findings file it wrote (with ``folder``, where the file's repro paths start, as its ``"folder"``)."""
     folder.mkdir(parents=True, exist_ok=True)
     if plant:
         (folder / "plant.py").write_text(rule_plant(*plant))
         flags = (*flags, "--import", str(folder / "plant.py"))
     command = ["watch", "--out", str(folder / "out"), "--json", str(folder / "findings.json"), *flags, str(EXAMPLES / script), "2"]
     if torchrun:
-        command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "torchsleuth", *command]
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "-m", "torchsleuth", *command]
     else:
-        command = [sys.executable, "-m", "torchsleuth", *command[:1], "--nproc", "2", *command[1:]]
+        command = [sys.executable, "-m", "torchsleuth", *command[:1], "--nproc", str(nproc), *command[1:]]
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     data = json.loads((folder / "findings.json").read_text()) if (folder / "findings.json").exists() else {}
     return done, {**data, "folder": str(folder)}
@@ -58,6 +60,44 @@ def tp_planted(tmp_path_factory):
 def fsdp2_planted(tmp_path_factory):
     """The FSDP2 model with sum's rule claiming its partial sums Replicate (the all-reduce forgotten)."""
     return watch(tmp_path_factory.mktemp("fsdp2"), "train_fsdp2.py", "--parity", plant=("partial_claimed_replicated",))
+
+
+@pytest.fixture(scope="module")
+def mesh2d_planted(tmp_path_factory):
+    """The 2-D model (FSDP2 over dp, tensor and sequence parallel over tp) on a 2x2 mesh of 4 ranks, with layer_norm's
+    backward over the sequence-sharded tokens claiming its weight's and bias's partial sums Replicate, and a row sum of
+    the 2-D shards losing _StridedShard's split factor."""
+    return watch(tmp_path_factory.mktemp("mesh2d"), "train_2d.py", "--parity", nproc=4,
+                 plant=("norm_grads_claimed_replicated", "strided_kept_as_shard"))
+
+
+@pytest.mark.slow
+@needs_dtensor
+def test_on_a_2d_mesh_sequence_parallel_and_fsdp2_tp_rule_bugs_are_named_and_their_repros_report_them(mesh2d_planted):
+    done, data = mesh2d_planted
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    found = by_op(data)
+    assert set(found) == {"aten.native_layer_norm_backward.default", "aten.sum.dim_IntList", "parity"}  # the rest is right
+    # sequence parallel: the norm's backward on the tp mesh, named by its module and parameters
+    norm = found["aten.native_layer_norm_backward.default"]
+    assert "on a 2 mesh (tp) with input (Shard(1)) of shape [2, 4, 8]" in norm["summary"]
+    assert "the rule claims out[1] (Replicate), out[2] (Replicate)" in norm["summary"]
+    assert "Step 0, in backward (NativeLayerNormBackward0) of norm. Wrong on every rank." in norm["summary"]
+    assert "is norm.weight" in norm["detail"] and "is norm.bias" in norm["detail"] and "train_2d.py" in norm["detail"]
+    # FSDP2 + TP: a row sum of a weight's 2-D shards, _StridedShard over dp
+    rows = found["aten.sum.dim_IntList"]
+    assert "on a 2x2 mesh (dp, tp) with input (_StridedShard(0, sf=2), Shard(0)) of shape [16, 8]" in rows["summary"]
+    assert "the rule claims out (Shard(0), Shard(0))" in rows["summary"] and "Step 0, outside any module." in rows["summary"]
+    assert "Wrong on every rank." in rows["summary"] and "train_2d.py" in rows["detail"]
+    # parity: the first step and a parameter whose gradient the norm's rule wrote
+    assert re.search(r"on one rank at step 0: the gradient of norm\.(weight|bias) differs", found["parity"]["summary"])
+    # the run's time is the ranks' (not the gathering's alone), its counts each rank's
+    assert data["seconds"] > 0.1 and " in 0.0 s" not in done.stdout
+    assert "DTensor calls judged on each rank" in done.stdout and "2 optimizer steps" in done.stdout
+    # the 2-D repro: its 4 ranks simulated under LocalTensorMode, then on 4 gloo processes
+    run = subprocess.run([sys.executable, str(Path(data["folder"]) / rows["repro"])], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "BUG PRESENT (LocalTensorMode)" in run.stdout and run.stdout.count("BUG PRESENT (real process groups)") == 4
 
 
 @pytest.mark.slow
@@ -101,6 +141,11 @@ def test_parity_names_the_first_step_and_parameter_where_the_tp_run_parts(tp_pla
     found = by_op(data)["parity"]
     assert found["kind"] == "parity_mismatch"
     assert "parts from the same script on one rank at step 0: the gradient of block." in found["summary"]
+    # its script runs the two watched runs again (the shadow replay off) and reports them parting
+    run = subprocess.run([sys.executable, str(Path(data["folder"]) / found["repro"])], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "BUG PRESENT: the run on 2 ranks parts from the run on one" in run.stdout and "at step 0" in run.stdout
 
 
 @pytest.mark.slow
@@ -126,6 +171,10 @@ def test_unplanted_runs_are_clean_under_torchrun_and_with_parity(tmp_path):
     done, data = watch(tmp_path / "tp", "train_tp_mlp.py", "--parity")
     assert done.returncode == 0 and data["findings"] == [], done.stdout[-3000:] + done.stderr[-3000:]
     assert "DTensor calls judged" in done.stdout and "compared with the" in done.stdout
+    done, data = watch(tmp_path / "mesh2d", "train_2d.py", "--parity", nproc=4)  # FSDP2 + TP + SP on a 2x2 mesh
+    assert done.returncode == 0 and data["findings"] == [], done.stdout[-3000:] + done.stderr[-3000:]
+    assert "4 ranks; 2 optimizer steps" in done.stdout and "compared with the" in done.stdout
+    assert "redistributing from" not in done.stderr  # torchsleuth's own gathers make no noise of DTensor's
 
 
 # --- the gatherer's own logic, without ranks ------------------------------------------------------
@@ -144,6 +193,28 @@ def test_findings_of_several_ranks_are_merged_naming_the_ranks_that_made_them():
     merged = {f.id: f for f in ranks.merged(posts, 3)}
     assert merged["f-a"].summary == "wrong. Wrong on ranks 0, 1 of 3." and json.loads(merged["f-a"].data)["ranks"] == [0, 1]
     assert merged["f-b"].summary == "wrong. Wrong on rank 0 of 3."
+
+
+class _Notes:
+    def __init__(self):
+        self.notes = []
+
+    def note(self, kind, detail):
+        self.notes.append((kind, detail))
+
+
+def test_the_gathered_counts_are_each_rank_s_dtensor_calls_and_every_rank_s_plain_calls():
+    posts = [{"steps": 3, "judged": 10, "dtensor_judged": 50, "findings": [], "status": 0},
+             {"steps": 3, "judged": 12, "dtensor_judged": 50, "findings": [], "status": 0}, None]
+    frame = _Notes()
+    ranks.record(frame, posts, [0, 0, 1], 3)
+    watch_note = next(d for k, d in frame.notes if k == "watch")
+    assert watch_note.startswith("3 ranks; 3 optimizer steps; 50 DTensor calls judged on each rank")
+    assert "22 plain op calls judged" in watch_note and "1 rank(s) posted nothing" in watch_note
+    assert ("ranks", "rank 2 posted nothing (it exited with status 1)") in frame.notes
+    assert ranks.checked(posts) == 3 + 10 + 50 + 3 + 12 + 50
+    assert ranks.checked([None, {"steps": 0, "judged": 0, "dtensor_judged": 0}]) == 0  # nothing checked: exit 4, not 0
+    assert ranks.device(posts) == "cpu" and ranks.device([None, {"device": "cuda"}]) == "cuda"  # the run's header
 
 
 def test_parity_finds_the_first_step_and_parameter_beyond_the_reduction_order():

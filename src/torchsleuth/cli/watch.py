@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import runpy
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -35,7 +36,8 @@ what it checks:
   first time it is made, which is what layout- and dtype-dependent bugs need;
   --judge every judges every call, for bugs that need particular values.
 
-sharded programs (DTensor, parallelize_module, FSDP2 fully_shard):
+sharded programs (DTensor, parallelize_module with Colwise, Rowwise and
+SequenceParallel, FSDP2 fully_shard, and their mixes on a 2-D mesh):
   --nproc N starts N ranks with the environment torchrun gives a script
   (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): the script's own
   init_process_group / init_device_mesh joins them (gloo on the CPU, NCCL
@@ -56,6 +58,7 @@ examples:
   torchsleuth watch --import my_kernels.py train.py  # with kernels registered by torch.library
   torchsleuth watch --nproc 2 examples/train_tp_mlp.py   # a tensor-parallel program on 2 gloo ranks
   torchsleuth watch --nproc 2 --parity examples/train_fsdp2.py  # and on one rank: where the runs part
+  torchsleuth watch --nproc 4 examples/train_2d.py   # FSDP2 over dp, TP and SP over tp: a 2x2 mesh
 
 torchsleuth's flags go before the script: one written after it goes to the
 script (a warning says so).
@@ -95,6 +98,12 @@ def add_parser(commands) -> None:
 
 
 _PARSER_FLAGS: set[str] = set()  # watch's own flags, to warn of one written after the script
+
+
+def _nothing(args) -> str:
+    """Why a watch checked nothing: the reason its exit status 4 gives."""
+    calls = "" if args.invariants_only else " and no op call torchsleuth could judge"
+    return f"the script made no optimizer step{calls} (is the training loop behind a flag, or not reached?)"
 
 
 def run(args) -> int:
@@ -155,8 +164,7 @@ def run(args) -> int:
         sys.stderr.write(user_traceback(error))
     result = session.result
     steps, calls = session.context.step, (session.shadow.judged if session.shadow else 0)
-    why = ("the script made no optimizer step" + ("" if args.invariants_only else " and no op call torchsleuth could judge")
-           + " (is the training loop behind a flag, or not reached?)")
+    why = _nothing(args)
     status = finish(result, db=db, checked=steps + calls, why=why)
     if not steps and calls and not session.failure:
         print("the script made no optimizer step: the training invariants were not checked, only its op calls")
@@ -210,24 +218,35 @@ def _child_argv(args) -> list[str]:
     return [*argv, args.script, *args.script_args]
 
 
+def _rerun(args) -> list[str]:
+    """The watch arguments that compare the two runs again from anywhere (paths made absolute): a parity finding's
+    script runs them, with the shadow replay off (parity needs only the steps' records)."""
+    argv = ["--nproc", str(args.nproc), "--parity", "--invariants-only"]
+    for name in args.imports:
+        argv += ["--import", str(Path(name).resolve()) if name.endswith(".py") else name]
+    return [*argv, str(Path(args.script).resolve()), *args.script_args]
+
+
 def _parent(args, out: Path, db: str) -> int:
     """``--nproc N``: the ranks started, their findings gathered into one run (watch.ranks)."""
     from ..frame import run_frame
     from ..watch import WatchConfig, ranks as launch, sharded_repro
-    from .ending import finish, judged
+    from .ending import finish
 
     program = " ".join([args.script, *args.script_args])
-    config = WatchConfig(program=program, every=args.every, sample=args.sample, invariants_only=args.invariants_only,
-                         repeats=args.judge == "every", all_steps=args.all_steps, ranks=args.nproc,
-                         parity=args.parity, imports=tuple(args.imports))
+    started = time.monotonic()  # the run's time is the ranks' (and the one-rank run's), not only the gathering
     alone = launch.spawn(1, _child_argv(args)) if args.parity else None
     posts, codes = launch.spawn(args.nproc, _child_argv(args))
-    with run_frame(config, db=db, out=out, json=args.json, scripts=sharded_repro.writer(tuple(args.imports))) as frame:
+    config = WatchConfig(program=program, device=launch.device(posts), every=args.every, sample=args.sample,
+                         invariants_only=args.invariants_only, repeats=args.judge == "every", all_steps=args.all_steps,
+                         ranks=args.nproc, parity=args.parity, imports=tuple(args.imports))
+    with run_frame(config, db=db, out=out, json=args.json, scripts=sharded_repro.writer(tuple(args.imports)),
+                   started=started) as frame:
         launch.record(frame, posts, codes, args.nproc)
         if alone is not None:
-            launch.record_parity(frame, alone[0][0], posts[0], args.nproc, program)
+            launch.record_parity(frame, alone[0][0], posts[0], args.nproc, program, rerun=_rerun(args))
     failed = [r for r, code in enumerate(codes) if code]
-    status = finish(frame.result, db=db, checked=None if failed else max(1, judged(frame.result)))
+    status = finish(frame.result, db=db, checked=None if failed else launch.checked(posts), why=_nothing(args))
     if failed:
         print(f"rank(s) {', '.join(map(str, failed))} exited with a nonzero status: the run is stored as failed "
               f"(exit status {int(ExitCode.SCRIPT_FAILED)})", file=sys.stderr)
@@ -239,7 +258,7 @@ def _rank_done(args, session, place, status: int, out: Path, db: str) -> int:
     """A rank's part done: what it found posted; under torchrun rank 0 gathers every rank's post into one run."""
     from ..frame import run_frame
     from ..watch import ranks as launch, sharded_repro
-    from .ending import finish, judged
+    from .ending import finish
 
     mine = launch.payload(session, rank=place.rank, status=status)
     if place.parent or place.rank != 0:
@@ -247,7 +266,8 @@ def _rank_done(args, session, place, status: int, out: Path, db: str) -> int:
         return status
     posts = launch.collect(place.world, skip=0)
     posts[0] = mine
-    config = dataclasses.replace(session.config, imports=tuple(args.imports))
-    with run_frame(config, db=db, out=out, json=args.json, scripts=sharded_repro.writer(tuple(args.imports))) as frame:
+    config = dataclasses.replace(session.config, imports=tuple(args.imports), device=launch.device(posts))
+    with run_frame(config, db=db, out=out, json=args.json, scripts=sharded_repro.writer(tuple(args.imports)),
+                   started=session.started) as frame:
         launch.record(frame, posts, [], place.world)
-    return finish(frame.result, db=db, checked=max(1, judged(frame.result)))
+    return finish(frame.result, db=db, checked=launch.checked(posts), why=_nothing(args))

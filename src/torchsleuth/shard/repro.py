@@ -178,7 +178,7 @@ def results(T):
     """Every output, and with GRAD_PATHS every gradient for seeded output gradients."""
     out = call(T)
     leaves = out if isinstance(out, (list, tuple)) else [out]
-    found = {f"out[{i}]" if len(leaves) > 1 else "out": v for i, v in enumerate(leaves)}
+    found = {f"out[{i}]" if len(leaves) > 1 else "out": v for i, v in enumerate(leaves) if v is not None}  # None: not asked for
     if GRAD_PATHS:
         outs = [v for v in leaves if isinstance(v, torch.Tensor) and v.requires_grad]
         generator = torch.Generator().manual_seed(1234)

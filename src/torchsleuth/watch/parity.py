@@ -31,12 +31,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import zlib
 
 import torch
 
 from ..cases.records import Case
 from ..judge.records import Finding, Mismatch
+from .sharded import quiet
 
 STEPS = 8  # steps recorded and compared
 MAX_ELEMENTS = 1 << 20  # a step's gradients kept whole up to this many elements; past it, the first of each
@@ -91,7 +93,8 @@ class Recorder:
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                g = p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad  # a collective: on every rank
+                with quiet():
+                    g = p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad  # a collective: on every rank
                 if self.rank == 0:
                     g = g.detach().reshape(-1)[:max(budget, 4096)].cpu().clone()
                     budget -= g.numel()
@@ -104,8 +107,9 @@ class Recorder:
         return {"losses": self.losses, "grads": [_blob(step) for step in self.grads]}
 
 
-def compare(one: dict, many: dict, world: int, program: str) -> Finding | None:
-    """The first step at which the run on ``world`` ranks parts from the run on one (see the design note); None if never."""
+def compare(one: dict, many: dict, world: int, program: str, *, rerun: list[str] = ()) -> Finding | None:
+    """The first step at which the run on ``world`` ranks parts from the run on one (see the design note); None if never.
+    ``rerun``: the ``torchsleuth watch`` arguments that compare them again, kept in the finding's data for its script."""
     steps = min(len(one.get("grads", ())), len(many.get("grads", ())))
     for step in range(steps):
         single, sharded = _load(one["grads"][step]), _load(many["grads"][step])
@@ -125,7 +129,7 @@ def compare(one: dict, many: dict, world: int, program: str) -> Finding | None:
                 loss_wrong = (diff, allowed)
         if worst is None and loss_wrong is None:
             continue
-        return _finding(step, worst, loss_wrong, (loss_one, loss_many), world, program)
+        return _finding(step, worst, loss_wrong, (loss_one, loss_many), world, program, rerun)
     return None
 
 
@@ -137,7 +141,7 @@ def _difference(a: torch.Tensor, e: torch.Tensor) -> tuple[float, float]:
     return diff, ATOL + ALLOWED_ULPS * eps * scale
 
 
-def _finding(step: int, worst, loss_wrong, losses, world: int, program: str) -> Finding:
+def _finding(step: int, worst, loss_wrong, losses, world: int, program: str, rerun: list[str]) -> Finding:
     if worst is not None:
         fqn, diff, allowed, e = worst
         what = f"the gradient of {fqn} differs by up to {diff:.3g} (allowed {allowed:.3g} for the reduction order)"
@@ -156,6 +160,7 @@ def _finding(step: int, worst, loss_wrong, losses, world: int, program: str) -> 
         summary=summary, mismatch=Mismatch(path=path, attribute="values", expected=f"the one-rank run's (step {step})",
                                            actual=f"off by {diff:.3g}", max_abs_err=diff, allowed=allowed),
         detail=f"step {step}; first parameter apart: {fqn or '(none: the loss alone)'}",
+        data=json.dumps({"parity": {"step": step, "parameter": fqn, "world": world, "rerun": list(rerun)}}),
     )
 
 

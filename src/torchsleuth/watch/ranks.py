@@ -22,7 +22,13 @@ N -m torchsleuth watch train.py`` (the same environment, made by torchrun)
 rank 0, which waits for the others' posts (``collect``). Either way the
 gatherer alone stores one run (``record``): a finding several ranks made
 (the same id) is kept once, naming the ranks that made it; a rank that died
-or never posted is a note.
+or never posted is a note. The run's time counts from the launch (under
+``--nproc``, the ranks' whole run and the one-rank run of ``--parity``;
+under torchrun, rank 0's watch); its note counts the DTensor calls judged on
+each rank (the same calls everywhere) and the plain calls over all ranks,
+and what was checked in all (``checked``: steps and calls over all ranks)
+decides the exit status "nothing was checked". The device in the run's
+header is the one the ranks computed on (``device``: CUDA once used).
 """
 
 from __future__ import annotations
@@ -87,8 +93,12 @@ def post(rank: int, payload: dict) -> None:
 
 def payload(session, *, rank: int, status: int, extra: dict | None = None) -> dict:
     """What a rank posts: its findings (as records), its counts and notes, its script's exit status."""
+    import torch
+
     shadow = session.shadow
     return {
+        # the device the program computed on: CUDA is initialised in a process only once it is used
+        "device": "cuda" if torch.cuda.is_available() and torch.cuda.is_initialized() else "cpu",
         "rank": rank, "status": status, "steps": session.context.step, "findings": [codec.encode(f) for f in session.findings],
         "judged": shadow.judged if shadow else 0, "dtensor_judged": getattr(shadow, "dtensor_judged", 0),
         "errors": dict(shadow.errors) if shadow else {}, "sampled": session.checks.sampled(),
@@ -171,12 +181,23 @@ def _one(found: list[tuple[int, Finding]], world: int) -> Finding:
     return dataclasses.replace(first, summary=first.summary + words, data=data)
 
 
-def record_parity(frame, alone: dict | None, first: dict | None, world: int, program: str) -> None:
-    """The parity of the run on one rank (``alone``, its only rank's post) and rank 0's of the run on ``world``."""
+def device(posts: list[dict | None]) -> str:
+    """The device the ranks computed on, as the run's header names it: cuda if any rank used it."""
+    return "cuda" if any((p or {}).get("device") == "cuda" for p in posts) else "cpu"
+
+
+def checked(posts: list[dict | None]) -> int:
+    """What the ranks checked, for the exit status: the optimizer steps and the calls judged, over all ranks (0: nothing)."""
+    return sum(p["steps"] + p["judged"] + p["dtensor_judged"] for p in posts if p is not None)
+
+
+def record_parity(frame, alone: dict | None, first: dict | None, world: int, program: str, rerun: list[str] = ()) -> None:
+    """The parity of the run on one rank (``alone``, its only rank's post) and rank 0's of the run on ``world``;
+    ``rerun``: the watch arguments that compare them again (its repro script runs them)."""
     if not alone or not first or not alone.get("parity") or not first.get("parity"):
         frame.note("parity", "not compared: a run posted no record of its steps")
         return
-    found = parity.compare(alone["parity"], first["parity"], world, program)
+    found = parity.compare(alone["parity"], first["parity"], world, program, rerun=rerun)
     steps = min(len(alone["parity"]["grads"]), len(first["parity"]["grads"]))
     if found is not None:
         frame.record(Outcome(case=Case.parse(found.case_id), status="finding", findings=(found,)))
@@ -192,9 +213,12 @@ def record(frame, posts: list[dict | None], codes: list[int | None], world: int)
     got = [p for p in posts if p is not None]
     steps = max((p["steps"] for p in got), default=0)
     judged = sum(p["judged"] for p in got)
-    sharded = sum(p["dtensor_judged"] for p in got)
-    frame.note("watch", f"{world} ranks; {steps} optimizer steps; {sharded} DTensor calls judged against the plain op on their "
-                        f"gathered tensors and {judged} plain op calls judged, over all ranks (each distinct call once)")
+    sharded = sorted({p["dtensor_judged"] for p in got}) or [0]
+    each = f"{sharded[0]}" if len(sharded) == 1 else f"{sharded[0]} to {sharded[-1]}"
+    frame.note("watch", f"{world} ranks; {steps} optimizer step{'s' if steps != 1 else ''}; {each} DTensor calls judged on each "
+                        f"rank against the plain op on their gathered tensors (the same calls on every rank, each gathered "
+                        f"alike); {judged} plain op calls judged on the ranks' local tensors, over all ranks (each distinct "
+                        f"call once)" + ("" if len(got) == world else f"; {world - len(got)} rank(s) posted nothing"))
     for rank, posted in enumerate(posts):
         code = codes[rank] if rank < len(codes) else None
         if posted is None:

@@ -82,6 +82,7 @@ class Watch:
             self.shadow = ShadowMode(self.context, **knobs)
         self.parity = Recorder(self.context, self.checks.name, rank=rank) if config.parity else None
         self.result = None
+        self.started = time.monotonic()  # when the watch began: the run's time counts from here
         self.failure = ""  # why the watched program failed (it raised, or exited non-zero): the run is stored as failed
 
     @property
@@ -204,7 +205,6 @@ def watch(*, db: str | None = None, every: int = 1, sample: float = 1.0, invaria
     config = WatchConfig(device=device, program=program, every=every, sample=sample, invariants_only=invariants_only, repeats=repeats,
                          all_steps=all_steps, ranks=ranks, parity=parity)
     session = Watch(config, rank=rank)
-    started = time.monotonic()
     try:
         with session.active():
             yield session
@@ -213,7 +213,7 @@ def watch(*, db: str | None = None, every: int = 1, sample: float = 1.0, invaria
         raise
     finally:
         if db is not None:
-            with run_frame(config, db=db, out=out, json=json, junit=junit, started=started) as frame:
+            with run_frame(config, db=db, out=out, json=json, junit=junit, started=session.started) as frame:
                 store(session, frame)
             session.result = frame.result
 

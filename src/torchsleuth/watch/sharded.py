@@ -35,19 +35,27 @@ cannot be gathered raises (the claim does not even fit the local values):
 a finding too.
 
 A finding (``sharding_mismatch``, reference ``sharding``) names the op, the
-placements in and out, the rule's claim, the module whose forward issued
-it (watch's forward-hook stack), the parameters among its arguments (by
-FQN), the step, and the program's stack; its ``data`` carries what the
-repro script (watch.sharded_repro) needs: the op, the gathered inputs, the
-placements and the mesh.
+placements in and out, the rule's claim, the mesh (its shape, and its
+``mesh_dim_names`` where it has them: a 2-D ``(dp, tp)`` mesh's parameters
+and its tp submesh's activations are told apart), the module whose forward
+issued it (watch's forward-hook stack; for a call in backward or in the
+optimizer's step, the module whose parameters it takes, by their FQN), the
+parameters among its arguments (by FQN), the step, and the program's stack;
+its ``data`` carries what the repro script (watch.sharded_repro) needs: the
+op, the gathered inputs, the placements and the mesh. torchsleuth's own
+gathers of a 2-D DTensor make DTensor log that they take two all_gathers;
+that warning is the watch's, not the program's, and is held back
+(``quiet``).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import io
 import json
+import logging
 import random
 import zlib
 
@@ -121,7 +129,7 @@ class ShardedShadow(ShadowMode):
         self.dtensor_judged += 1
         DTensor = self._DTensor
         placed = {p: t for p, t in leaves.items() if isinstance(t, DTensor)}
-        with torch.no_grad():
+        with torch.no_grad(), quiet():
             full = {p: (t.full_tensor() if p in placed else t).detach().clone() for p, t in leaves.items()}  # collectives
         result = func(*args, **kwargs)
         outputs = dict(tree.output_leaves(result))
@@ -129,7 +137,7 @@ class ShardedShadow(ShadowMode):
         for path, value in outputs.items():
             if isinstance(value, DTensor):
                 try:
-                    with torch.no_grad():
+                    with torch.no_grad(), quiet():
                         gathered[path] = value.full_tensor().detach().cpu()
                 except Exception as e:  # the claim does not fit the local values: on every rank alike
                     unreconstructed[path] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
@@ -186,12 +194,18 @@ class ShardedShadow(ShadowMode):
         op = str(func)  # aten._softmax.default
         mesh = next(iter(placed.values())).device_mesh
         mesh_name = "x".join(str(s) for s in mesh.shape)
+        dim_names = tuple(getattr(mesh, "mesh_dim_names", None) or ())
+        mesh_words = f"{mesh_name} mesh ({', '.join(dim_names)})" if dim_names else f"{mesh_name} mesh"
         ins = {p: placing.text(t.placements) for p, t in placed.items()}
         claimed = {p: placing.text(v.placements) for p, v in outputs.items() if isinstance(v, DTensor)}
         shapes = {p: list(t.shape) for p, t in full.items() if isinstance(t, torch.Tensor)}
         some = next(iter(placed.values()))
         dtype = str(some.dtype).removeprefix("torch.")
         step, module, where = self.context.step, (self.context.modules[-1] if self.context.modules else ""), self.context.where()
+        names = self._names(placed)
+        if not module and names:  # a backward's or optimizer's call: the module whose parameters it takes
+            module = owner(next(iter(names.values())))
+            where = f"{where} of {module or 'the model'}" if where.startswith("backward") else where
         words_in = ", ".join(f"{p} {placing.words(t)} of shape {shapes[p]}" for p, t in ins.items())
         claim = ", ".join(f"{p} {placing.words(t)}" for p, t in claimed.items()) or "no DTensor result"
         what = worst.path
@@ -208,8 +222,7 @@ class ShardedShadow(ShadowMode):
         else:
             how = f"{what}: {worst.attribute} expected {worst.expected}, got {worst.actual}"
         at = where if where.startswith("outside") else f"in {where}"
-        summary = f"{op} on a {mesh_name} mesh with {words_in}: the rule claims {claim}, and {how}. Step {step}, {at}."
-        names = self._names(placed)
+        summary = f"{op} on a {mesh_words} with {words_in}: the rule claims {claim}, and {how}. Step {step}, {at}."
         stack = "; ".join(f"{f.filename}:{f.lineno} in {f.name}" for f in _user_frames())
         detail = "; ".join(x for x in (f"step {step}, {at}", ", ".join(f"{p} is {n}" for p, n in names.items()),
                                        f"stack: {stack}" if stack else "") if x)
@@ -218,7 +231,7 @@ class ShardedShadow(ShadowMode):
         case = Case(op=op, variant=live.variant_of(func), dtype=dtype, device=str(some.device_mesh.device_type), sample=step,
                     layouts=tuple(sorted(ins.items())), oracle="sharded",
                     edits=(f"mesh:{mesh_name}", *(f"shape:{p}={'x'.join(map(str, shape)) or '0d'}" for p, shape in shapes.items())))
-        data = {"function": f"torch.ops.{op}", "mesh": list(mesh.shape), "placements": ins, "claimed": claimed, "module": module,
+        data = {"function": f"torch.ops.{op}", "mesh": list(mesh.shape), "mesh_dims": list(dim_names), "placements": ins, "claimed": claimed, "module": module,
                 "step": step, "ranks": [self.rank], "world": self.world, "names": names, "stack": stack,
                 "call": _call_source(args, kwargs), "tensors": _blob(full), "shapes": shapes,
                 "dtypes": {p: str(t.dtype).removeprefix("torch.") for p, t in full.items() if isinstance(t, torch.Tensor)}}
@@ -236,6 +249,24 @@ class ShardedShadow(ShadowMode):
             if name:
                 found[path] = name
         return found
+
+
+def owner(fqn: str) -> str:
+    """The module a parameter's FQN belongs to: ``block.up.weight`` -> ``block.up`` ("" for the model's own)."""
+    return fqn.rpartition(".")[0]
+
+
+@contextlib.contextmanager
+def quiet():
+    """torchsleuth's own gathers without DTensor's warning that a 2-D gather takes two all_gathers (the program made
+    no such gather: the warning would be torchsleuth's noise in its output)."""
+    logger = logging.getLogger("torch.distributed.tensor._redistribute")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def signature(func, args, kwargs) -> tuple:

@@ -12,7 +12,10 @@ itself and ``ALSO_GLOO`` set, so that ``python f-....py`` checks under
 LocalTensorMode where this torch has it and then on gloo processes it
 spawns, each verdict saying where it was found ("BUG PRESENT
 (LocalTensorMode)", "BUG PRESENT (real process groups)"); under
-``torchrun --nproc-per-node N`` it runs as one rank of N. The run's
+``torchrun --nproc-per-node N`` it runs as one rank of N (NCCL with
+``TORCHSLEUTH_DEVICE=cuda``). A ``parity_mismatch`` of ``watch --parity``
+gets a script that runs the two watched runs again (``parity_script``: it
+needs torchsleuth) and exits 1 while they part. The run's
 ``--import`` modules (kernels, sharding rules registered by the user) are
 imported first, in every process. Every other finding gets the script
 ``report.repro`` writes.
@@ -38,13 +41,13 @@ def writer(imports: tuple[str, ...] = ()):
 
     def write(findings: Iterable[Finding], out: Path) -> dict[str, Path]:
         findings = list(findings)
-        ours = [f for f in findings if is_ours(f)]
-        written = op_repro.write_scripts([f for f in findings if not is_ours(f)], out, imports=imports)
+        ours = [f for f in findings if is_ours(f) or is_parity(f)]
+        written = op_repro.write_scripts([f for f in findings if f not in ours], out, imports=imports)
         folder = Path(out) / "repros"
         folder.mkdir(parents=True, exist_ok=True)
         for finding in ours:
             path = folder / f"{finding.id}.py"
-            path.write_text(script(finding, imports), encoding="utf-8")
+            path.write_text(parity_script(finding) if is_parity(finding) else script(finding, imports), encoding="utf-8")
             written[finding.id] = path
         return written
 
@@ -58,6 +61,45 @@ def resolved(imports: tuple[str, ...]) -> tuple[str, ...]:
 
 def is_ours(finding: Finding) -> bool:
     return finding.kind == "sharding_mismatch" and finding.data.startswith("{") and '"function"' in finding.data
+
+
+def is_parity(finding: Finding) -> bool:
+    return finding.kind == "parity_mismatch" and '"rerun"' in finding.data
+
+
+def parity_script(finding: Finding) -> str:
+    """A parity finding's script: the two runs compared again (``torchsleuth watch --nproc N --parity``, the shadow
+    replay off), exit 1 while they part at some step, 0 once they agree."""
+    data = json.loads(finding.data)["parity"]
+    return "\n".join([
+        f"# torchsleuth repro for finding {finding.id} (parity_mismatch, found by watch --parity)",
+        "#",
+        f"#   finding    {' '.join(finding.summary.split())}",
+        f"#   found with torch {torch.__version__}, torchsleuth {__version__}",
+        "#",
+        f"# python {finding.id}.py: runs the script on 1 and {data['world']} ranks again (gloo; it needs torchsleuth, which",
+        "#   starts them) and compares their steps. Exit status: 1 while the runs part, 0 once they agree, 2 when it",
+        "#   cannot check (the script failed).",
+        "",
+        "import json, os, subprocess, sys, tempfile",
+        "",
+        f"RERUN = {data['rerun']!r}",
+        "with tempfile.TemporaryDirectory() as folder:",
+        "    found = os.path.join(folder, 'findings.json')",
+        "    done = subprocess.run([sys.executable, '-m', 'torchsleuth', 'watch', '--out', folder, '--json', found, *RERUN],",
+        "                          capture_output=True, text=True)",
+        "    findings = json.load(open(found))['findings'] if os.path.exists(found) else None",
+        "if findings is None or done.returncode not in (0, 1):",
+        "    print(done.stdout[-4000:] + done.stderr[-4000:])",
+        "    print(f'cannot check: the watched runs exited with status {done.returncode}')",
+        "    sys.exit(2)",
+        "apart = [f['summary'] for f in findings if f['kind'] == 'parity_mismatch']",
+        "print(*apart, sep='\\n')",
+        f"print('BUG PRESENT: the run on {data['world']} ranks parts from the run on one' if apart else "
+        f"'fixed: the run on {data['world']} ranks agrees with the run on one')",
+        "sys.exit(1 if apart else 0)",
+        "",
+    ])
 
 
 def script(finding: Finding, imports: tuple[str, ...] = ()) -> str:
@@ -90,6 +132,9 @@ def script(finding: Finding, imports: tuple[str, ...] = ()) -> str:
         f"# python {finding.id}.py: checks under LocalTensorMode (one process; torch 2.10 and later), then on {ranks} gloo",
         "#   processes it starts itself, and says where each verdict was found.",
         f"# Real process groups only:  torchrun --nproc-per-node {ranks} {finding.id}.py   (NCCL: TORCHSLEUTH_DEVICE=cuda)",
+        *([f"# Found on {finding.device}: by default this checks on the CPU (a rule bug is the device's too, a kernel's "
+           "may not be);", f"#   on the GPUs: TORCHSLEUTH_DEVICE=cuda torchrun --nproc-per-node {ranks} {finding.id}.py"]
+          if finding.device.startswith("cuda") else []),
         "# Exit status: 1 while the bug is present, 0 once it is gone, 2 when it cannot be checked.",
         "",
         "import base64, importlib, io, os, runpy, sys, zlib",
