@@ -196,3 +196,22 @@ def test_the_reasons_and_never_reached_tables_fold_into_lines_without_breaking_a
     assert all(len(line) <= 80 and line == line.rstrip() for line in narrow.splitlines()), narrow
     assert "┃ op" in screens[200] and "┃ cases ┃ reason" in screens[200], screens[200]  # wide enough: the tables
     assert overload in screens[200] and all(word in screens[200] for word in reason.split())
+
+
+def test_a_pipe_or_a_log_gets_no_progress_bar_a_terminal_does():
+    """Piped, rich would print the bar's last frame with its columns squeezed to ellipses ("18/… units 0:…")."""
+    import io
+
+    from rich.console import Console
+
+    from torchsleuth.report.terminal import TerminalProgress
+
+    for terminal in (False, True):
+        screen = io.StringIO()
+        progress = TerminalProgress(Console(file=screen, width=80, force_terminal=terminal), executor="local pool, 2 workers")
+        progress.start(units=3, done=0, resumed=False)
+        progress.unit_done(None)
+        progress.finish()
+        shown = screen.getvalue()
+        assert "running on: local pool, 2 workers" in shown
+        assert ("━" in shown) == terminal, shown

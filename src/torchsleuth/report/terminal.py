@@ -116,7 +116,8 @@ def plural(count: int, word: str, words: str | None = None) -> str:
 
 
 class TerminalProgress:
-    """The ``sweep.Progress`` the CLI uses: a rich progress bar over units."""
+    """The ``sweep.Progress`` the CLI uses: a rich progress bar over units, on a terminal only (a pipe or a log file
+    would get its last frame, its columns squeezed to ellipses)."""
 
     def __init__(self, console: Console | None = None, *, enabled: bool = True, executor: str = ""):
         self.console = console or Console(stderr=True)
@@ -132,7 +133,7 @@ class TerminalProgress:
             self.console.print(f"[bold]resuming[/] the unfinished run: {done} of {units} op/dtype units already done")
         if self.executor:
             self.console.print(Text(f"running on: {self.executor}", style="dim"))
-        if not self.enabled:
+        if not self.enabled or not self.console.is_terminal:
             return
         self._bar = Progress(
             TextColumn("[progress.description]{task.description}"),
