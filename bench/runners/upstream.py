@@ -7,7 +7,8 @@ Each op of the picks is swept as `torchsleuth ops --ops OP` (into DIR/OP.db; a d
 so a second call only writes the reports again); each group is then written as DIR/upstream/GROUP.md by
 `torchsleuth report --issue GROUP`, which runs its snippet (or, failing that, the full repro script) before writing
 it, and under each `--torch` interpreter too. The record: one row per group (the op, the title, what was filed, how
-many lines, the verdict on this machine's torch).
+many lines, the verdict on this machine's torch, and on each `--torch` release: a column "torch VERSION" each, read
+from the report's Releases table).
 
 `--replay FOLDER` runs the snippet of every report kept in FOLDER with this interpreter's torch, importing nothing
 of torchsleuth (a machine with another torch release and no torchsleuth, the GPU machine's): a snippet reproduces
@@ -75,7 +76,7 @@ def main() -> int:
         return _replay(Path(args.replay), args.out)
     out = Path(args.out)
     (out / "upstream").mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows, releases = [], []
     for pick in args.pick:
         op, _, group = pick.partition(":")
         db = out / f"{op}.db"
@@ -85,7 +86,7 @@ def main() -> int:
         report = out / "upstream" / f"{group}.md"
         made = _torchsleuth("report", "--issue", group, "--db", str(db), "-o", str(report), *(["--torch", *args.torch] if args.torch else []))
         if made.returncode != 0:
-            rows.append([group, op, (made.stderr.strip().splitlines() or ["?"])[-1], "none", 0, "not written"])
+            rows.append([group, op, (made.stderr.strip().splitlines() or ["?"])[-1], "none", 0, "not written", *[""] * len(args.torch)])
             print(f"{group}: {rows[-1][2]}", flush=True)
             continue
         text = report.read_text()
@@ -93,12 +94,16 @@ def main() -> int:
         minimal = "(a minimal snippet;" in made.stdout
         verdict = re.search(r"^Output on torch \S+ \(([^)]+)\):", text, re.M).group(1)
         title = text.splitlines()[0].removeprefix("# ")
-        rows.append([group, op, title, "snippet" if minimal else "full script", len(filed.splitlines()), verdict])
+        # the Releases table: this machine's torch first, then each --torch one, in order
+        ran = re.findall(r"^\| (\S+) \| ([^|]+) \|$", text.split("## Releases", 1)[1].split("##", 1)[0], re.M)[2:] if args.torch else []
+        releases = releases or [f"torch {version}" for version, _ in ran[1:]]
+        rows.append([group, op, title, "snippet" if minimal else "full script", len(filed.splitlines()), verdict, *[v for _, v in ran[1:]]])
         print(f"{group}: {'snippet' if minimal else 'full script'} of {len(filed.splitlines())} lines, {verdict}: {title}", flush=True)
-    columns = ["group", "op", "title", "filed", "lines", "here"]
+    columns = ["group", "op", "title", "filed", "lines", "here", *(releases or [f"--torch {i + 1}" for i in range(len(args.torch))])]
     _record.write(args.out, "upstream", table=_record.table(columns, rows),
                   figures={"reports": len(rows), "snippets": sum(r[3] == "snippet" for r in rows),
-                           "reproduce": sum(r[5] == "reproduces" for r in rows)})
+                           "reproduce": sum(r[5] == "reproduces" for r in rows),
+                           **{f"reproduce on {name}": sum(r[6 + i] == "reproduces" for r in rows) for i, name in enumerate(releases)}})
     return 0
 
 

@@ -4,7 +4,10 @@ Design note. A thin layer over ``torchsleuth.check``; nothing is judged here.
 Two ways in, one message out (``CheckResult.message``: the groups, their
 diagnoses and repro scripts, or why nothing was judged), given to
 ``pytest.fail`` without a traceback, so a failure shows that message and
-nothing of the plugin or the result's repr:
+nothing of the plugin or the result's repr. A check writes no file unless
+asked: with ``--torchsleuth-report PATH`` a failing check's repro scripts
+are written into ``PATH/repros/`` at once and the message gives their
+paths; without it, the message says how to have them:
 
 * the fixture ``torchsleuth_check``: ``torchsleuth_check(op, samples, **options)``
   runs ``check`` and fails the test with every finding group, its diagnosis
@@ -24,6 +27,8 @@ from __future__ import annotations
 import pytest
 
 _RESULTS = pytest.StashKey[list]()
+# A failure's line for a repro script not written ({name}: its file name).
+KEEP = "not kept; run pytest with --torchsleuth-report DIR to write it as DIR/repros/{name}"
 
 
 def pytest_addoption(parser) -> None:
@@ -54,7 +59,9 @@ def _check(config, op, samples=None, **options):
         pytest.fail(f"torchsleuth: {e}", pytrace=False)
     config.stash[_RESULTS].append(result)
     if not result.clean:
-        pytest.fail(result.message(), pytrace=False)
+        folder = config.getoption("--torchsleuth-report")
+        kept = result.write_repros(folder) if folder and not result.repros else None  # out= given: its own paths
+        pytest.fail(result.message(repros=kept, keep=KEEP), pytrace=False)
     return result
 
 

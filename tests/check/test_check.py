@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ def _run(script: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_a_custom_op_that_ignores_strides_is_found_with_its_argument_layout_and_a_repro_that_exits_1():
+def test_a_custom_op_that_ignores_strides_is_found_with_its_argument_layout_and_a_repro_that_exits_1(tmp_path):
     result = torchsleuth.check(check_ops.scale_bad, [(torch.randn(4, 6), 2.5), (torch.randn(3, 5, 2), -1.25)], **FAST)
     assert not result.clean
     layout = [g for g in result.groups if "layout reference" in g.summary]
@@ -35,8 +34,11 @@ def test_a_custom_op_that_ignores_strides_is_found_with_its_argument_layout_and_
         result.assert_clean()
     message = str(raised.value)
     assert layout[0].id in message and layout[0].diagnosis in message
-    script = next(line.split("python ", 1)[1] for line in message.splitlines() if line.strip().startswith("repro: python"))
-    ran = _run(script)
+    name = result.script_name(layout[0].findings[0])
+    assert f"repro: not kept; check(..., out=DIR) or result.write_repros(DIR) writes it as DIR/repros/{name}" in message
+    written = result.write_repros(tmp_path)
+    assert written[layout[0].findings[0]] == str(tmp_path / "repros" / name)
+    ran = _run(written[layout[0].findings[0]])
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert "BUG PRESENT" in ran.stdout
 
@@ -57,12 +59,13 @@ def test_samples_come_from_the_schema_when_none_are_given():
 
 
 @pytest.mark.slow
-def test_a_triton_like_callable_reading_its_input_as_contiguous_is_found_against_its_reference():
+def test_a_triton_like_callable_reading_its_input_as_contiguous_is_found_against_its_reference(tmp_path):
     samples = [torch.randn(4, 6), torch.randn(3, 5, 2)]
-    result = torchsleuth.check(check_ops.gelu_kernel, samples, reference=check_ops.gelu_eager, **FAST)
+    result = torchsleuth.check(check_ops.gelu_kernel, samples, reference=check_ops.gelu_eager, out=tmp_path, **FAST)
     layout = [g for g in result.groups if "layout reference" in g.summary and "backward" not in g.summary]
     assert layout, result.message()
     assert re.search(r"when input is (transposed|permuted)", layout[0].diagnosis)
+    assert f"repro: python {result.repros[layout[0].findings[0]]}" in result.message()  # out= given: the script's path
     ran = _run(result.repros[layout[0].findings[0]])
     assert ran.returncode == 1, ran.stdout + ran.stderr
 
@@ -112,7 +115,7 @@ def test_a_sessions_checks_are_merged_into_one_report_each_group_once(tmp_path):
     assert {f["op"] for f in data["findings"]} == {"tsl_check.scale_bad.default"}
     assert written["html report"] == str(tmp_path / "report" / "report.html") and "tsl_check" in Path(written["html report"]).read_text()
     scripts = {p.name: p.read_text() for p in (tmp_path / "report" / "repros").glob("*.py")}
-    assert scripts and set(scripts.values()) <= {Path(s).read_text() for s in bad.repros.values()}
+    assert scripts and set(scripts.values()) <= set(bad.scripts.values())
     assert session.merge([]) is None and session.write([], tmp_path / "none") == {}
 
 
@@ -143,13 +146,16 @@ def test_isolated_the_op_runs_in_a_worker_that_imports_its_file():
     assert any("layout reference" in g.summary for g in result.groups), result.message()
 
 
-def test_args_kwargs_pairs_catch_a_stride_bug_as_one_group_and_a_clean_check_leaves_no_temp_folder(tmp_path, monkeypatch):
+def test_args_kwargs_pairs_catch_a_stride_bug_as_one_group_and_no_check_leaves_a_temp_folder(tmp_path, monkeypatch):
     """The (args, kwargs) form torch.library.opcheck takes; one kernel reading its input as contiguous is one group
     (transposed, strided and expanded inputs alike: report.groups' merge), its diagnosis says each layout once; a
-    check without out= keeps only the repro scripts of its findings, and a clean one leaves nothing."""
+    check without out= writes nothing and leaves no temporary folder, a failing one no more than a clean one, and
+    its message says how to have the repro script written."""
     import tempfile
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     pairs = [((torch.randn(4, 6),), {"alpha": 2.5}), ((torch.randn(3, 5, 2), -1.25), {})]
     bad = torchsleuth.check(check_ops.scale_bad, pairs, **FAST)
     assert bad.judged > 0 and len(bad.groups) == 1, bad.message()
@@ -157,13 +163,37 @@ def test_args_kwargs_pairs_catch_a_stride_bug_as_one_group_and_a_clean_check_lea
     assert "when input is" in diagnosis and "expanded (stride 0)" in diagnosis
     clauses = re.split(r", or |, | or |; ", diagnosis.split(" when input is ", 1)[1].split(";", 1)[0])
     assert len(clauses) == len(set(clauses)), diagnosis  # each layout said once
-    assert [p.name for p in tmp_path.iterdir()] == [Path(next(iter(bad.repros.values()))).parents[1].name]
-    assert {p.name for p in Path(next(iter(bad.repros.values()))).parents[1].iterdir()} == {"repros"}
-    for folder in tmp_path.iterdir():
-        shutil.rmtree(folder)
+    assert not list(temp.iterdir()) and not bad.repros
+    assert f"writes it as DIR/repros/{bad.script_name(bad.groups[0].findings[0])}" in bad.message()
+    assert set(bad.scripts) == {f.id for f in bad.sweep.findings} and all("BUG PRESENT" in s for s in bad.scripts.values())
     good = torchsleuth.check(check_ops.scale_good, pairs, **FAST)
     assert good.clean and good.judged > 10, good.message()
-    assert not list(tmp_path.iterdir())
+    assert not list(temp.iterdir())
+
+
+VMAP = dict(dtypes="float32", oracles="vmap", search="none")
+PAIRS = [((torch.randn(4, 6),), {"alpha": 2.5}), ((torch.randn(3, 5, 2), -1.25), {})]
+
+
+@pytest.mark.slow
+def test_a_stride_bug_seen_through_vmap_is_one_group():
+    """vmap batched at a moved dim hands each sample a strided slice: the stride bug's vmap findings fold into its
+    layout group (report.groups._folded), one root cause one group; the correct twin is clean."""
+    bad = torchsleuth.check(check_ops.scale_bad, PAIRS, **VMAP)
+    assert len(bad.groups) == 1, bad.message()
+    references = {f.reference for f in bad.sweep.findings if f.id in bad.groups[0].findings}
+    assert references == {"layout", "vmap"}, references  # the vmap findings are in the stride group
+    assert "when input is transposed" in bad.groups[0].diagnosis
+    good = torchsleuth.check(check_ops.scale_good, PAIRS, **VMAP)
+    assert good.clean, good.message()
+
+
+@pytest.mark.skipif(not hasattr(torch.library, "register_vmap"), reason="torch.library.register_vmap is newer than this torch")
+def test_a_wrong_batching_rule_keeps_its_own_vmap_group():
+    """A kernel right in every layout whose batching rule mixes samples: no stride group to fold into."""
+    rule = torchsleuth.check(check_ops.scale_batch_bad, PAIRS, **VMAP)
+    assert len(rule.groups) == 1 and {f.reference for f in rule.sweep.findings} == {"vmap"}, rule.message()
+    assert "tsl_check.scale_batch_bad.default gives wrong values on contiguous arguments [vmap:forward]" in rule.groups[0].summary
 
 
 def test_a_check_whose_samples_make_no_call_fails_saying_why():

@@ -55,14 +55,19 @@ def _project(pytester):
 
 
 @pytest.mark.slow
-def test_the_fixture_and_the_marker_fail_a_test_with_the_findings_and_pass_a_clean_op(pytester):
+def test_the_fixture_and_the_marker_fail_a_test_with_the_findings_and_pass_a_clean_op(pytester, tmp_path, monkeypatch):
+    """... and leave no temporary folder: the failure says how to have the repro script written."""
     _project(pytester)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
     result = pytester.runpytest_subprocess("-q")
     result.assert_outcomes(passed=2, failed=2)
     text = result.stdout.str()
     assert "FAILED test_kernels.py::test_bad_by_fixture" in text and "FAILED test_kernels.py::test_bad_by_marker" in text
     assert "tsl_check.scale_bad.default gives wrong values when input is strided" in text  # the op, the argument and its layout
-    assert "repro: python " in text and "- g-" in text  # the group, its diagnosis, its repro
+    assert "- g-" in text and "repro: not kept; run pytest with --torchsleuth-report DIR to write it as DIR/repros/f-" in text
+    assert not [p.name for p in temp.iterdir() if p.name.startswith("torchsleuth")]
     failures = text.split("= FAILURES =", 1)[1].split("short test summary", 1)[0]
     assert "CheckResult(" not in failures and "pytest_plugin" not in failures and "torchsleuth/check" not in failures
 
@@ -77,6 +82,8 @@ def test_the_session_report_holds_every_check(pytester, tmp_path):
     assert {f["op"] for f in findings["findings"]} == {"tsl_check.scale_bad.default"}
     assert (report / "report.html").is_file() and list((report / "repros").glob("*.py"))
     assert "torchsleuth: 4 check(s)" in result.stdout.str()
+    shown = [line.split("repro: python ", 1)[1] for line in result.stdout.lines if "repro: python " in line]
+    assert shown and all(Path(p).is_file() and Path(p).parent == report / "repros" for p in shown)  # written at the failure
 
 
 @pytest.mark.slow

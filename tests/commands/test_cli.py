@@ -113,6 +113,11 @@ BAD_INPUT = {
     "unknown oracle": (["ops", *SMALL, "--oracles", "sizez"], ["unknown oracle 'sizez'", "did you mean sizes", "alias"]),
     "unknown cpu capability": (["ops", *SMALL, "--cpu-capabilities", "avx9"], ["unknown CPU capability 'avx9'", "default"]),
     "unknown command": (["sweep-everything"], ["'sweep-everything'", "ops"]),
+    # what a newcomer types: the Python API's name as a command, watch without its script, a report before any sweep
+    "check as a command": (["check"], ["check is no command", "torchsleuth.check(op, samples)", "torchsleuth_check",
+                                       "torchsleuth ops --ops NAME"]),
+    "watch without its script": (["watch"], ["the following arguments are required: SCRIPT;"]),
+    "report before any sweep": (["report"], ["no database at 'torchsleuth-out/runs.db'", "or sweep first"]),
 }
 
 
@@ -218,6 +223,21 @@ def test_ops_help_lists_every_layout_and_variant(quick):
                    "--db", "--json", "--list"):
         assert option in text, option
     assert quick["ops --help"].wrote == set()
+
+
+def test_every_help_reads_plainly_and_the_top_one_says_where_to_start(capsys):
+    """No docstring markup (``code``) in any command's --help, each with its examples; the top one names first commands
+    and the Python API."""
+    for command in ("ops", "watch", "optim", "shard", "report", "diff", "repro", "runs", "drill"):
+        with pytest.raises(SystemExit) as done:
+            main([command, "--help"])
+        out = capsys.readouterr().out
+        assert done.value.code == 0 and "``" not in out and "\nexamples:" in out, out
+        assert f"`torchsleuth {command}`" in out, out  # the module's docstring, its markup made plain
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "start with:\n  torchsleuth ops --ops nn.functional.gelu" in out and "torchsleuth.check(op, samples)" in out, out
 
 
 @pytest.mark.slow

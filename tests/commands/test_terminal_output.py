@@ -160,3 +160,58 @@ def test_a_watched_script_that_raises_shows_its_own_traceback_and_is_stored_as_f
     code = main(["watch", "--invariants-only", "--out", "out", str(script)])
     out = capsys.readouterr().out
     assert code == ExitCode.NOTHING_CHECKED and "nothing was checked: the script made no optimizer step" in out, out
+
+
+def test_the_reasons_and_never_reached_tables_fold_into_lines_without_breaking_a_word_in_80_columns():
+    """A table rich would print with a word of a cell broken (a long overload, a reason naming one) is printed as lines,
+    wrapped between words; at 200 columns the same rows are a table."""
+    import io
+
+    from rich.console import Console
+
+    from torchsleuth.frame import SweepResult
+    from torchsleuth.report import terminal, view
+    from torchsleuth.store.coverage import Coverage, OpCoverage
+    from torchsleuth.store.sqlite import RunInfo
+
+    overload = "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"
+    reason = (f"RuntimeError: {overload} expected query, key and value to have the same dtype, but got "
+              "query.dtype: torch.float32 key.dtype: torch.bfloat16 (raised at "
+              "/home/someone/.venv/lib/python3.11/site-packages/torch/nn/functional.py:5580)")
+    run = RunInfo(id=1, key="k", command="ops", device="cpu", torch="2.13.0", version="0.1.0", started=1.7e9, finished=1.7e9,
+                  seconds=1.0, config={"ops": ["nn.functional.scaled_dot_product_attention"]})
+    coverage = Coverage(ops=(OpCoverage(op="nn.functional.scaled_dot_product_attention", found=(overload, "aten.sdpa.default"),
+                                        reached=("aten.sdpa.default",), unreached=((overload, "no backward case"),)),))
+    result = SweepResult(run=run, resumed=False, statuses={"pass": 3, "raised": 2}, reasons={"raised": {reason: 2}},
+                         failed_units=(), notes=(), findings=(), seconds=1.0, coverage=coverage)
+    screens = {}
+    for width in (80, 200):
+        screen = io.StringIO()
+        terminal.render(view.build(result), console=Console(file=terminal._Trimmed(screen), width=width), coverage=coverage)
+        screens[width] = screen.getvalue()
+    narrow = screens[80]
+    assert all(word in narrow for word in reason.split()), narrow  # each word whole, the id-like overload too
+    assert f"{overload} (nn.functional.scaled_dot_product_attention): no backward case" in narrow.replace("\n", " "), narrow
+    assert "2 cases: RuntimeError:" in narrow and "┃" not in narrow, narrow
+    assert all(len(line) <= 80 and line == line.rstrip() for line in narrow.splitlines()), narrow
+    assert "┃ op" in screens[200] and "┃ cases ┃ reason" in screens[200], screens[200]  # wide enough: the tables
+    assert overload in screens[200] and all(word in screens[200] for word in reason.split())
+
+
+def test_a_pipe_or_a_log_gets_no_progress_bar_a_terminal_does():
+    """Piped, rich would print the bar's last frame with its columns squeezed to ellipses ("18/… units 0:…")."""
+    import io
+
+    from rich.console import Console
+
+    from torchsleuth.report.terminal import TerminalProgress
+
+    for terminal in (False, True):
+        screen = io.StringIO()
+        progress = TerminalProgress(Console(file=screen, width=80, force_terminal=terminal), executor="local pool, 2 workers")
+        progress.start(units=3, done=0, resumed=False)
+        progress.unit_done(None)
+        progress.finish()
+        shown = screen.getvalue()
+        assert "running on: local pool, 2 workers" in shown
+        assert ("━" in shown) == terminal, shown

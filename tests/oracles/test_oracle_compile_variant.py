@@ -1,16 +1,9 @@
 """The compiled variant (oracles/compile/variant.py): the sweep's own cases compiled by inductor, judged as eager ones.
 
-Three inductor bugs are planted in this process (``workers=0``), each by
-wrapping one entry of inductor's lowering table (``torch._inductor.lowering.lowerings``,
-which ``GraphLowering.call_function`` looks an aten overload up in), and taken
-out when the module's sweep ends:
-
-* ``sum``'s lowering drops the tail of every reduced dim whose size is not a
-  power of two (a tiled reduction's last partial tile);
-* ``sinh``'s lowering reads its input as if it were contiguous, whatever its
-  strides (a transposed input read row-major);
-* ``index``'s lowering (where inductor lowers ``take``) maps a negative index
-  ``i`` to ``-i - 1`` instead of ``i + size``.
+Three inductor bugs (tests/inductor_plants.py: ``sum``'s lowering drops a
+reduced dim's tail, ``sinh``'s reads its input as if contiguous, ``take``'s
+mirrors negative indices) are planted in this process (``workers=0``) and
+taken out when the module's sweep ends.
 
 Sweeps of the three ops with the plants and without share the module;
 the compiled variant is on as a pointed run has it (``compile:sampled``),
@@ -19,12 +12,12 @@ its sample drawn by the cover over the config's dtype, layouts and variants.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import sqlite3
 
 import pytest
 import torch
+import inductor_plants
 from conftest import run_with_and_without
 
 from torchsleuth import SweepConfig, resolve_ops
@@ -47,82 +40,8 @@ def config(ops: str, **extra) -> SweepConfig:
 CONFIGS = (config("sinh,take"), config("sum", samples=3))
 
 
-# --- the plants: wrapped lowerings ------------------------------------------------------------------------
-
-
-def _drop_tail(old):
-    from torch._inductor import lowering
-
-    def planted(x, axis=None, keepdims=False, *, dtype=None):
-        size = [int(s) for s in x.get_size()]
-        dims = range(len(size)) if not axis or not size else [a % len(size) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
-        for d in dims:
-            kept = 1 << (size[d].bit_length() - 1) if size[d] else 0
-            if kept != size[d]:
-                x = lowering.lowerings[torch.ops.aten.slice.Tensor](x, d, 0, kept)
-        return old(x, axis, keepdims, dtype=dtype) if axis is not None else old(x, dtype=dtype)
-
-    return planted
-
-
-def _as_contiguous(old):
-    from torch._inductor import ir, lowering
-
-    def planted(x, *args, **kwargs):
-        size = x.get_size()
-        x = lowering.lowerings[torch.ops.aten.as_strided.default](x, size, ir.FlexibleLayout.contiguous_strides(size), x.get_layout().offset)
-        return old(x, *args, **kwargs)
-
-    return planted
-
-
-def _negative_mirrored(old):
-    from torch._inductor import lowering
-
-    table = lowering.lowerings
-    aten = torch.ops.aten
-
-    def planted(x, indices):
-        fixed = [None if i is None else table[aten.where.self](table[aten.lt.Scalar](i, 0), table[aten.sub.Tensor](table[aten.neg.default](i), 1), i)
-                 for i in indices]
-        return old(x, fixed)
-
-    return planted
-
-
-PLANTS = {
-    torch.ops.aten.sum.dim_IntList: _drop_tail,
-    torch.ops.aten.sum.default: _drop_tail,
-    torch.ops.aten.sinh.default: _as_contiguous,
-    torch.ops.aten.index.Tensor: _negative_mirrored,
-}
-
-
-@contextlib.contextmanager
-def planted_lowerings():
-    from torch._inductor import lowering
-
-    saved = {op: lowering.lowerings[op] for op in PLANTS}
-    try:
-        for op, make in PLANTS.items():
-            lowering.lowerings[op] = make(saved[op])
-        yield
-    finally:
-        lowering.lowerings.update(saved)
-        torch._dynamo.reset()
-
-
 # The same plants as a file a repro script runs first (the script is plain torch: it knows nothing of them).
-PLANT_SOURCE = '''
-import torch
-from torch._inductor import ir, lowering
-_old = lowering.lowerings[torch.ops.aten.sinh.default]
-def _planted(x, *args, **kwargs):
-    size = x.get_size()
-    x = lowering.lowerings[torch.ops.aten.as_strided.default](x, size, ir.FlexibleLayout.contiguous_strides(size), x.get_layout().offset)
-    return _old(x, *args, **kwargs)
-lowering.lowerings[torch.ops.aten.sinh.default] = _planted
-'''
+PLANT_SOURCE = f"import runpy\nrunpy.run_path({inductor_plants.__file__!r})\n"
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +51,7 @@ def sweeps(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("compiled")
     try:
-        with planted_lowerings():
+        with inductor_plants.planted():
             planted = [sweep(c, db=str(folder / f"planted-{i}.db")) for i, c in enumerate(CONFIGS)]
         clean = [sweep(c, db=str(folder / f"clean-{i}.db")) for i, c in enumerate(CONFIGS)]
     finally:

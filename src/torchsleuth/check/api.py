@@ -7,7 +7,11 @@ under a name of its own, sweeps it as ``torchsleuth ops --ops NAME`` would
 in this process by default (the kernels a test registered with
 ``torch.library`` are seen; ``isolate=True`` runs it in a worker process,
 which imports the op's module first), and hands back the sweep's result with
-the repro scripts already written. Samples come from the user (``entries``),
+each finding's repro script: its text always (``CheckResult.scripts``), a
+file only where the user asked (``out=``, ``write_repros``; the pytest
+plugin's ``--torchsleuth-report``). Without ``out=`` the store lives in a
+temporary folder removed before ``check`` returns: a test run leaves nothing
+behind. Samples come from the user (``entries``),
 or, for an op with a schema (an aten overload, a ``torch.library`` custom op),
 from the schema (``cases.schema``). ``reference`` (the eager composition a
 fused kernel replaces) becomes the float64 reference. Nothing here judges:
@@ -21,9 +25,9 @@ import inspect
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
@@ -34,6 +38,8 @@ from ..cases.records import DEFAULT_DTYPES
 from ..config import SweepConfig
 from ..errors import UsageError
 from ..judge.plugin import BUILTIN
+from ..report import repro
+from ..report.terminal import plural
 from ..run.imports import IMPORTED
 from ..search import registry as search_registry
 from ..run.samples import forget
@@ -41,13 +47,34 @@ from ..frame import Progress, SweepResult
 from ..sweep import depth, sweep
 from .entries import GivenOp
 
+# What a message says for a repro script no file holds yet: how to get one ({name}: the script's file name).
+KEEP = "not kept; check(..., out=DIR) or result.write_repros(DIR) writes it as DIR/repros/{name}"
+
+
 @dataclass(frozen=True)
 class CheckResult:
-    """What ``check`` found: the sweep's result, and where each finding's repro script is."""
+    """What ``check`` found: the sweep's result, and each finding's repro script (its text; its path where kept)."""
 
     op: str  # the name the op was swept under
     sweep: SweepResult
-    repros: dict[str, str]  # finding id -> its repro script's path
+    repros: dict[str, str]  # finding id -> its repro script's path, for a check given out= (else empty)
+    scripts: dict[str, str] = field(default_factory=dict)  # finding id -> its repro script's text
+
+    def script_name(self, finding_id: str) -> str:
+        """The file name a finding's script is written under: its reported (shrunk) finding's id."""
+        found = next((f for f in self.sweep.findings if f.id == finding_id), None)
+        return f"{(self.sweep.reported(found).id if found is not None else finding_id)}.py"
+
+    def write_repros(self, folder: str | Path) -> dict[str, str]:
+        """Every finding's script as ``folder/repros/<id>.py``; finding id -> path."""
+        target = Path(folder) / "repros"
+        target.mkdir(parents=True, exist_ok=True)
+        written = {}
+        for finding_id, text in self.scripts.items():
+            path = target / self.script_name(finding_id)
+            path.write_text(text, encoding="utf-8")
+            written[finding_id] = str(path)
+        return written
 
     @property
     def findings(self):
@@ -67,16 +94,17 @@ class CheckResult:
         """No finding, and at least one case judged: a check that judged nothing is not clean, it is hollow."""
         return not self.sweep.findings and self.judged > 0
 
-    def message(self) -> str:
-        """Every finding group: its summary, its diagnosis, and the repro script of its first finding; or, when no
-        case was judged, why."""
+    def message(self, *, repros: Mapping[str, str] | None = None, keep: str = KEEP) -> str:
+        """Every finding group: its summary, its diagnosis, and the repro script of its first finding (its path in
+        ``repros``, default the check's own; else ``keep``, how to have it written); or, when no case was judged, why."""
+        repros = self.repros if repros is None else repros
         if self.clean:
             return f"torchsleuth: {self.op} is clean ({self.judged} of {self.sweep.cases} cases judged)"
         if not self.sweep.findings:
             return self._hollow()
         by_id = {f.id: f for f in self.findings}
-        lines = [f"torchsleuth found {len(self.sweep.findings)} finding(s) in {len(self.groups)} group(s) for {self.op} "
-                 f"({self.sweep.cases} cases):"]
+        lines = [f"torchsleuth found {plural(len(self.sweep.findings), 'finding')} in {plural(len(self.groups), 'group')} "
+                 f"for {self.op} ({plural(self.sweep.cases, 'case')}):"]
         for group in self.groups:
             first = by_id.get(group.findings[0]) if group.findings else None
             lines.append(f"- {group.id}: {group.summary}")
@@ -84,8 +112,13 @@ class CheckResult:
                 lines.append(f"  diagnosis: {group.diagnosis}")
             if first is not None and first.detail:
                 lines.append(f"  {first.detail.splitlines()[0]}")
-            script = self.repros.get(group.findings[0]) if group.findings else None
-            lines.append(f"  repro: python {script}" if script else "  repro: no script (the call has no Python source)")
+            first_id = group.findings[0] if group.findings else ""
+            if first_id in repros:
+                lines.append(f"  repro: python {repros[first_id]}")
+            elif first_id in self.scripts:
+                lines.append(f"  repro: {keep.format(name=self.script_name(first_id))}")
+            else:
+                lines.append("  repro: no script (the call has no Python source)")
         return "\n".join(lines)
 
     def assert_clean(self) -> None:
@@ -122,9 +155,10 @@ def check(op: Any, samples: Iterable | Callable | None = None, *, reference: Cal
     ``layouts``, ``variants``, ``dtypes``, ``oracles``, ``search``: names as the CLI takes them (a comma-separated
     string or an iterable; default: every layout and variant, the samples' dtypes or the catalog's defaults, the
     cheap oracles, every search). ``isolate``: run in a worker process (the op must then be importable from its
-    module). ``out``: where the store and the repro scripts go; left out, a temporary folder that is removed after
-    the check but for the repro scripts of its findings (a clean check leaves nothing). ``json``, ``junit``: the
-    findings file and JUnit XML; ``db``: the SQLite store (default in ``out``).
+    module). ``out``: where the store and the repro scripts go; left out, no script is written (their text is in
+    ``CheckResult.scripts``; ``write_repros`` writes them) and the store is in a temporary folder removed before
+    ``check`` returns. ``json``, ``junit``: the findings file and JUnit XML; ``db``: the SQLite store (default in
+    ``out``).
     A check that judged no case (every call raised or was skipped) is not clean: ``assert_clean`` says why.
     """
     # what was asked, checked before anything is registered or run
@@ -145,28 +179,20 @@ def check(op: Any, samples: Iterable | Callable | None = None, *, reference: Cal
     config = depth(config, deep=True, given={"oracles"} if chosen_oracles is not None else set())
     if not select.units(config.ops, config.dtypes, device, probe=config.probe_dtypes):
         raise UsageError(f"nothing to check: {name} takes none of {', '.join(names)} on {device} (every sample raised)")
-    asked = out is not None
-    out = Path(out) if asked else Path(tempfile.mkdtemp(prefix="torchsleuth-check-"))
+    scratch = Path(tempfile.mkdtemp(prefix="torchsleuth-check-")) if out is None and db is None else None  # the store's
     try:
         with _loaded(imports):
-            result = sweep(config, db=db or out / "runs.db", progress=progress, out=out, json=json, junit=junit)
+            result = sweep(config, db=db or Path(out or scratch) / "runs.db", progress=progress, out=out, json=json, junit=junit)
+            folder = Path(out) / "repros" if out is not None else None
+            repros = {f.id: str(folder / f"{result.reported(f).id}.py") for f in result.findings
+                      if folder is not None and (folder / f"{result.reported(f).id}.py").is_file()}
+            # the scripts' text, made while the op's module counts as loaded (a script imports it first)
+            scripts = {f.id: Path(repros[f.id]).read_text(encoding="utf-8") if f.id in repros
+                       else repro.script(result.reported(f), oracles=BUILTIN, imports=config.imports) for f in result.findings}
     finally:
-        if not asked:
-            _tidy(out)
-    folder = out / "repros"
-    repros = {f.id: str(folder / f"{result.reported(f).id}.py") for f in result.findings
-              if (folder / f"{result.reported(f).id}.py").is_file()}
-    return CheckResult(op=name, sweep=result, repros=repros)
-
-
-def _tidy(folder: Path) -> None:
-    """A temporary folder of check's own, emptied but for the repro scripts its message points at: gone entirely
-    when there are none (a clean check leaves nothing behind)."""
-    for path in folder.iterdir():
-        if path.name != "repros" or not any(path.glob("*.py")):
-            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    if not any(folder.iterdir()):
-        folder.rmdir()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return CheckResult(op=name, sweep=result, repros=repros, scripts=scripts)
 
 
 def _text(value: str | Iterable[str] | None) -> str | None:

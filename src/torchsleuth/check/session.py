@@ -1,7 +1,7 @@
 """Many checks as one report: what a test session's ``--torchsleuth-report PATH`` writes.
 
 Design note. Each ``check`` is a run of its own (its own store, its own
-repro scripts); a session of tests makes many. ``merge`` adds their results
+repro scripts' text); a session of tests makes many. ``merge`` adds their results
 into one ``SweepResult`` (counts summed, findings and groups listed in the
 order the checks ran, each group once), and ``write`` hands it to the same
 writers a sweep uses: the findings file, the repro scripts, and the HTML page
@@ -51,24 +51,24 @@ def write(results: Iterable[CheckResult], folder: str | Path) -> dict[str, str]:
     merged = merge(results)
     if merged is None:
         return {}
-    scripts = {r.sweep.reported(f).id: Path(r.repros[f.id]) for r in results for f in r.sweep.findings if f.id in r.repros}
-    written = outputs.write_outputs(merged, out=folder, json=folder / "findings.json", scripts=_copier(scripts))
+    scripts = {r.sweep.reported(f).id: r.scripts[f.id] for r in results for f in r.sweep.findings if f.id in r.scripts}
+    written = outputs.write_outputs(merged, out=folder, json=folder / "findings.json", scripts=_writer(scripts))
     html.write(folder / "report.html", view.build(merged, repros=True))
     return {**written, "html report": str(folder / "report.html")}
 
 
-def _copier(scripts: dict[str, Path]):
-    """A script writer (report.outputs.Scripts) that copies each check's own script: it was written with what the
-    check knew (the op's module to import first)."""
+def _writer(scripts: dict[str, str]):
+    """A script writer (report.outputs.Scripts) that writes each check's own script: it was made with what the check
+    knew (the op's module to import first)."""
 
-    def copy(findings, directory: Path) -> dict[str, Path]:
+    def write_each(findings, directory: Path) -> dict[str, Path]:
         target = Path(directory) / "repros"
         target.mkdir(parents=True, exist_ok=True)
-        copied = {}
+        written = {}
         for finding in findings:
-            if finding.id in scripts and finding.id not in copied:
-                copied[finding.id] = target / scripts[finding.id].name
-                copied[finding.id].write_text(scripts[finding.id].read_text(encoding="utf-8"), encoding="utf-8")
-        return copied
+            if finding.id in scripts and finding.id not in written:
+                written[finding.id] = target / f"{finding.id}.py"
+                written[finding.id].write_text(scripts[finding.id], encoding="utf-8")
+        return written
 
-    return copy
+    return write_each

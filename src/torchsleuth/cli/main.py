@@ -16,9 +16,24 @@ references (the same call on contiguous tensors, on the CPU, in float64)
 and contracts (in-place results land, out= keeps its strides, nothing is
 written outside a view), and writes a runnable repro for every finding.
 
+start with:
+  torchsleuth ops --ops nn.functional.gelu   one op, deep (a pointed run: about 30 s)
+  torchsleuth ops                            the whole catalog on the CPU (minutes)
+  torchsleuth watch train.py                 the wrong op inside your training step
+  torchsleuth COMMAND --help                 a command's flags, defaults and examples
+Your own op or kernel is checked from Python, torchsleuth.check(op, samples),
+or from a test with the pytest fixture torchsleuth_check (docs/python-api.md).
+
 exit status: 0 no findings, 1 findings, 2 usage or environment error,
 3 the script `watch` ran failed, 4 nothing was checked.
 """
+
+# Words a newcomer types as a command that are not one: what to do instead.
+NOT_COMMANDS = {
+    "check": "check is no command: a kernel of your own is checked from Python, torchsleuth.check(op, samples), or "
+             "from a test with the pytest fixture torchsleuth_check (docs/python-api.md); an op of the catalog with "
+             "torchsleuth ops --ops NAME",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,6 +41,10 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D102 (argparse's hook)
         self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+    def format_help(self) -> str:
+        # the commands' descriptions are their modules' docstrings, whose ``code`` reads as `code` on a terminal
+        return super().format_help().replace("``", "`")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in NOT_COMMANDS:
+        print(f"torchsleuth: error: {NOT_COMMANDS[argv[0]]}", file=sys.stderr)
+        return ExitCode.USAGE
     try:
         precheck.check(argv)  # a mistyped name is answered before torch loads
     except UsageError as e:

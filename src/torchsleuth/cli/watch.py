@@ -92,7 +92,8 @@ def add_parser(commands) -> None:
     p.add_argument("--db", metavar="PATH", help="SQLite file the findings are stored in (default DIR/runs.db)")
     p.add_argument("--json", metavar="PATH", help="write the findings file (its keys: docs/findings.md) to PATH")
     p.add_argument("script", metavar="SCRIPT", help="the training script, run as `python SCRIPT ARGS` would run it")
-    p.add_argument("script_args", nargs="...", metavar="ARGS", help="the script's own arguments")
+    # argparse counts a trailing "..." as required and names it when SCRIPT is missing: it may be empty
+    p.add_argument("script_args", nargs="...", metavar="ARGS", help="the script's own arguments").required = False
     p.set_defaults(run=run)
     _PARSER_FLAGS.update(flag for action in p._actions for flag in action.option_strings)
 

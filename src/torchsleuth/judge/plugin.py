@@ -18,6 +18,11 @@ raise or give the right answer; ...). A plug-in is an ``Oracle`` record:
   record in ``Finding.data``, which is what its script reads back;
 * ``script(finding, torch_version) -> str | None``: the standalone repro
   script of one of its findings (None: the generic script applies);
+* ``handed(finding) -> tuple[(path, layout), ...]``: the layouts the op's
+  kernel was handed where the case's own arguments are contiguous (vmap's
+  batch at a moved dim hands each sample a strided slice): ``check``'s
+  grouping folds such a finding into the op's group of those layouts
+  (``report.groups``), one kernel's bug seen twice;
 * ``slower``: how many of the sweep's timeouts one of its cases may take;
 * ``option(text) -> str``: checks what a user gave for the oracle's option
   (``--large rows,index``) and returns it as carried in the config
@@ -109,6 +114,7 @@ class Oracle:
     script: Callable[[Finding, str], str | None] | None = None
     # the few lines of plain torch an upstream report files (report.upstream); None: the full script is filed
     snippet: Callable[[Finding], str | None] | None = None
+    handed: Callable[[Finding], tuple[tuple[str, str], ...]] | None = None
     slower: float = 1.0
     option: Callable[[str | None], str] | None = None
     on_values: bool = False
@@ -226,6 +232,14 @@ class Registry:
             return None
         make = self.get(oracle).snippet
         return make(finding) if make else None
+
+    def handed(self, finding: Finding) -> tuple[tuple[str, str], ...]:
+        """(path, layout) of what an oracle finding's call handed the op beyond its case's layouts; () for others."""
+        oracle = Case.parse(finding.case_id).oracle
+        if not oracle or oracle not in self:
+            return ()
+        make = self.get(oracle).handed
+        return make(finding) if make else ()
 
 
 # The oracles torchsleuth ships, in the order their cases run. Named by module

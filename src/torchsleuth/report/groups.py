@@ -31,6 +31,11 @@ function, so two groups of one op that differ only in their trigger's class
 (a transposed ``input`` against an expanded one) are one bug when each
 group's diagnosis saw the other's class fail too. The catalog keeps them
 apart: aten routes stride 0 and gaps through different kernels often enough.
+``check`` also folds an oracle's finding on contiguous arguments into the
+op's group of the layout its call handed the kernel (``Oracle.handed``: a
+vmap batch at a moved dim gives each sample a strided slice), where that
+group's diagnosis saw the layout's class fail: the stride bug seen through
+vmap is the stride bug.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from dataclasses import dataclass
 
 from ..cases import layouts
 from ..cases.records import VARIANT_WORDS, Case
+from ..judge.plugin import BUILTIN, Registry
 from ..judge.records import KIND_WORDS, Finding
 from ..shrink.records import ASIDE, Diagnosis, Shrunk
 
@@ -110,9 +116,10 @@ def _id(k: tuple) -> str:
 
 
 def group(findings: Iterable[Finding], shrunk: Mapping[str, Shrunk] | None = None,
-          diagnoses: Mapping[str, Diagnosis] | None = None, *, merge: bool = False) -> list[Group]:
+          diagnoses: Mapping[str, Diagnosis] | None = None, *, merge: bool = False, registry: Registry = BUILTIN) -> list[Group]:
     """``merge``: groups that differ only in their triggers' classes and whose diagnoses each saw the other's layout
-    fail too are one group (``torchsleuth.check``: one kernel of the user's, one bug; see ``_same_bug``)."""
+    fail too are one group, and so is an oracle's group on contiguous arguments with the group of the layout its calls
+    handed the op (``torchsleuth.check``: one kernel of the user's, one bug; see ``_same_bug`` and ``_folded``)."""
     shrunk, diagnoses = shrunk or {}, diagnoses or {}
     members: dict[tuple, list[Finding]] = {}
     for finding in findings:
@@ -120,7 +127,7 @@ def group(findings: Iterable[Finding], shrunk: Mapping[str, Shrunk] | None = Non
         if all(f.id != finding.id for f in same):
             same.append(finding)
     if merge:
-        members = _merged(members, diagnoses)
+        members = _folded(_merged(members, diagnoses), diagnoses, registry)
     found = []
     for k, members_of in members.items():
         gid = _id(k)
@@ -176,6 +183,32 @@ def _merged(members: dict[tuple, list[Finding]], diagnoses: Mapping[str, Diagnos
             kept[k] = list(found)
         else:
             kept[into].extend(f for f in found if f not in kept[into])
+    return kept
+
+
+def _folded(members: dict[tuple, list[Finding]], diagnoses: Mapping[str, Diagnosis],
+            registry: Registry) -> dict[tuple, list[Finding]]:
+    """``members`` with each group on contiguous arguments whose every finding's call handed the op the same layouts
+    (``Registry.handed``) folded into the op's group those layouts' classes trigger, listed where the earlier of the
+    two was; kept as it is where no such group of the op is, or its diagnosis did not see those classes fail."""
+    into: dict[tuple, tuple] = {}
+    for k, found in members.items():
+        handed = {registry.handed(f) for f in found} if not k[4] else set()
+        if len(handed) != 1 or not next(iter(handed)):
+            continue
+        trigger = tuple(sorted({(path, property_class(layout)) for path, layout in next(iter(handed))}))
+        target = next((t for t in members if t[0] == k[0] and [p for p, _ in t[4]] == [p for p, _ in trigger]
+                       and (t[4] == trigger or _failed_in(diagnoses.get(_id(t)), trigger))), None)
+        if target is not None:
+            into[k] = target
+    kept: dict[tuple, list[Finding]] = {}
+    for k in members:
+        kept.setdefault(into.get(k, k), [])
+    for k, found in members.items():  # a group's own findings first: its first finding's repro is the plainer call
+        if k not in into:
+            kept[k].extend(found)
+    for k, target in into.items():
+        kept[target].extend(f for f in members[k] if f not in kept[target])
     return kept
 
 

@@ -8,10 +8,10 @@ diagnoses) is printed as plain ``Text``, never as rich markup, so a reason
 holding ``[/]`` prints as it is.
 
 What a terminal 80 columns wide, or a pipe, gets (``console``, ``fits``):
-an id is never broken across lines (a table whose columns cannot each hold
-their longest word is printed as lines instead, one group or run to a line,
-the id first), and no line ends in the spaces rich pads tables and wrapped
-text with. Counts are said in words, once: "16 findings in 1 group; 40
+no id or other word is broken across lines (a table rich would print with a
+word of a cell broken is printed as lines instead: one group, run, reason or
+overload never reached to a line, the id first, wrapped between words), and
+no line ends in the spaces rich pads tables and wrapped text with. Counts are said in words, once: "16 findings in 1 group; 40
 passed; 8 raised (loud)". The summary ends with what to do next: the
 commands that print the first group's repro, write the HTML report and the
 upstream bug report.
@@ -82,9 +82,32 @@ def stdout() -> Console:
 
 
 def fits(table: Table, console: Console) -> bool:
-    """Whether ``table`` fits the console with no word broken: each column at least as wide as its longest word."""
+    """Whether ``table`` prints on the console with no word of a cell broken: each column can hold its longest word
+    (measured), and rich's layout at this width keeps each one whole (tried: rich narrows the widest columns first,
+    below their longest word when it must)."""
     # measured as if unbounded: rich clamps a column's minimum to the width it would squeeze the table into
-    return Measurement.get(console, console.options.update_width(1 << 16), table).minimum <= console.width
+    if Measurement.get(console, console.options.update_width(1 << 16), table).minimum > console.width:
+        return False
+    probe = Console(width=console.width, file=io.StringIO(), color_system=None, legacy_windows=False)
+    probe.print(table)
+    shown = probe.file.getvalue()
+    return all(word in shown for column in table.columns for cell in column.cells for word in str(cell).split())
+
+
+def table_or_lines(console: Console, title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], line) -> None:
+    """``rows`` as a table under ``title`` where it ``fits``; else the title, then ``line(row)`` (a ``Text``) for each
+    row, which the console wraps between words."""
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, justify="right" if column == "cases" else "left")
+    for row in rows:
+        table.add_row(*map(Text, row))
+    if fits(table, console):
+        console.print(table)
+        return
+    console.print(Text(title, style="italic"))
+    for row in rows:
+        console.print(line(row))
 
 
 def plural(count: int, word: str, words: str | None = None) -> str:
@@ -93,7 +116,8 @@ def plural(count: int, word: str, words: str | None = None) -> str:
 
 
 class TerminalProgress:
-    """The ``sweep.Progress`` the CLI uses: a rich progress bar over units."""
+    """The ``sweep.Progress`` the CLI uses: a rich progress bar over units, on a terminal only (a pipe or a log file
+    would get its last frame, its columns squeezed to ellipses)."""
 
     def __init__(self, console: Console | None = None, *, enabled: bool = True, executor: str = ""):
         self.console = console or Console(stderr=True)
@@ -109,7 +133,7 @@ class TerminalProgress:
             self.console.print(f"[bold]resuming[/] the unfinished run: {done} of {units} op/dtype units already done")
         if self.executor:
             self.console.print(Text(f"running on: {self.executor}", style="dim"))
-        if not self.enabled:
+        if not self.enabled or not self.console.is_terminal:
             return
         self._bar = Progress(
             TextColumn("[progress.description]{task.description}"),
@@ -181,13 +205,10 @@ def render(report: view.ReportView, *, console: Console | None = None, written: 
                 console.print(Text.assemble((f"{group.id} diagnosis: ", "bold"), group.diagnosis))
 
     for reasons in report.reasons:
-        table = Table(title=reasons.title, title_justify="left")
-        table.add_column("cases", justify="right")
-        table.add_column("reason", overflow="fold")
         # raised reasons are many and tell little (the op refused loudly): a few are enough
-        for count, reason in reasons.rows[: ROWS if reasons.status != "raised" else 5]:
-            table.add_row(str(count), Text(reason))
-        console.print(table)
+        rows = [(str(count), reason) for count, reason in reasons.rows[: ROWS if reasons.status != "raised" else 5]]
+        table_or_lines(console, reasons.title, ("cases", "reason"), rows,
+                       lambda row: Text.assemble((f"{plural(int(row[0]), 'case')}: ", "bold"), row[1]))
     if report.flaky:
         count = len(report.flaky)
         console.print(Text(f"{plural(count, 'finding')} did not recur when replayed (flaky; not reported as bugs)", style="dim"))
@@ -280,12 +301,8 @@ def _coverage(coverage, console: Console) -> None:
                            + (f"; against the exact value (mpmath) for {len(exact)}" if exact else ""), style="dim"))
     missed = [(o.op, overload, why) for o in coverage.ops for overload, why in o.unreached]
     if missed:
-        table = Table(title="never reached", title_justify="left")
-        for column in ("op", "overload", "why"):
-            table.add_column(column, overflow="fold")
-        for row in missed[:ROWS]:
-            table.add_row(*map(Text, row))
-        console.print(table)
+        table_or_lines(console, "never reached", ("op", "overload", "why"), missed[:ROWS],
+                       lambda row: Text.assemble((row[1], "bold"), f" ({row[0]}): {row[2]}"))
         if len(missed) > ROWS:
             console.print(f"... and {len(missed) - ROWS} more overloads never reached")
     extra = [f"{o.op} {variant} ({cases} cases)" for o in coverage.ops for variant, cases in o.undeclared]

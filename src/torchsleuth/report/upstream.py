@@ -206,8 +206,11 @@ def _markdown(title: str, group: grouping.Group, finding: Finding, run, filed: s
     if edits:
         lines += [f"The case: `{finding.case_id}` (its edits `{';'.join(edits)}` name how the sample was changed).", ""]
     if len(runs) > 1:
-        lines += ["## Releases", "", "| torch | python | result |", "| --- | --- | --- |"]
-        lines += [f"| {r.torch or '?'} | `{r.python}` | {r.verdict} |" for r in runs] + [""]
+        # the releases alone: the interpreters' paths are this machine's, nothing an upstream reader can use
+        lines += ["## Releases", "", "| torch | result |", "| --- | --- |"]
+        lines += [f"| {r.torch or f'? (torch did not import in {Path(r.python).parent.parent.name})'} | {r.verdict} |" for r in runs] + [""]
+        untold = [f"- torch {r.torch or '?'}: {(r.output.strip().splitlines() or ['no output'])[-1]}" for r in runs if r.verdict == "cannot tell"]
+        lines += ["Where it cannot tell, what was raised:", "", *untold, ""] if untold else []
     lines += ["## Environment", ""] + environment(finding.device) + [""]
     lines += [f"Found by torchsleuth (group {group.id}, finding {finding.id}, run {run.id} on torch {run.torch}).", ""]
     return "\n".join(lines)

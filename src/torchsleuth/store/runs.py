@@ -46,7 +46,8 @@ def open_store(path: str | Path) -> Store:
     """An existing database, never a new empty one (a typo must not look like 'no findings')."""
     path = Path(path)
     if not path.is_file():
-        raise UsageError(f"no database at {str(path)!r}; give --db the file a sweep wrote (default {DEFAULT_DB})")
+        raise UsageError(f"no database at {str(path)!r}; give --db the file a sweep wrote (default {DEFAULT_DB}), "
+                         "or sweep first (torchsleuth ops --ops NAME writes it)")
     try:
         # closing(): a connection's own ``with`` only ends a transaction, it does not close
         with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as probe:

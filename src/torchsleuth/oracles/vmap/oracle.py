@@ -58,15 +58,16 @@ the verdict), ``script`` (a finding's repro script) and this one.
 from __future__ import annotations
 
 import contextlib
+import math
 
 import torch
 
 from ...cases import opinfo
 from ...cases.records import Unit
-from ...judge.plugin import Oracle, Subject
-from ...judge.records import Outcome
+from ...judge.plugin import Oracle, Subject, decode_detail
+from ...judge.records import Finding, Outcome
 from ...run import probe
-from .detail import FORWARD, GRAD, MODES, PREFIX
+from .detail import FORWARD, GRAD, MODES, PREFIX, Detail
 from .judging import judge
 from .script import script
 
@@ -97,6 +98,18 @@ def run(subject: Subject) -> Outcome:
         return judge(subject, mode)
 
 
+def handed(finding: Finding) -> tuple[tuple[str, str], ...]:
+    """What a finding's batch handed the op per sample beyond its contiguous case: a tensor of more than one element
+    batched at a moved dim (every tensor at dim 0 passed first: that configuration is tried first) is, sample by
+    sample, a strided slice of the stacked tensor. ``check`` folds such a finding into the op's strided group."""
+    detail = decode_detail(Detail, finding)
+    if detail is None:
+        return ()
+    sizes = {t.path: math.prod(t.shape) for t in (finding.call.tensors if finding.call else ())}
+    return tuple((path, "strided") for path, dim in zip(detail.paths, detail.in_dims)
+                 if dim not in (0, None) and sizes.get(path, 2) > 1)
+
+
 @contextlib.contextmanager
 def _quiet_fallback():
     """An op without a batching rule of its own (a custom op) runs vmap's slow loop fallback, which is what is judged;
@@ -113,4 +126,5 @@ def _quiet_fallback():
         setter(True)
 
 
-ORACLE = Oracle(name="vmap", description=DESCRIPTION, cost="cheap", plan=plan, run=run, script=script, on_values=True, sampled=True)
+ORACLE = Oracle(name="vmap", description=DESCRIPTION, cost="cheap", plan=plan, run=run, script=script, handed=handed,
+                on_values=True, sampled=True)
