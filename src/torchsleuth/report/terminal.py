@@ -279,9 +279,12 @@ def _groups(report: view.ReportView, console: Console) -> None:
 
 
 def _op(group: view.GroupView) -> str:
-    """The group's aten overload, and its variant where the overload does not say it (``add_``, ``.out`` do)."""
+    """The group's aten overload, and its variant where the overload does not say it (``add_``, ``.out`` do); "compiled"
+    where every finding is of a call torch.compile made (the compile oracle's cases)."""
     said = group.variant in ("functional", "inplace", "out") or group.op.rpartition(".")[2] == group.variant  # Adam.step, step
-    return group.op if said else f"{group.op} ({group.variant})"
+    named = group.op if said else f"{group.op} ({group.variant})"
+    compiled = all("|@compile" in f.found_as for f in group.findings) and "compiled" not in named
+    return f"{named}, compiled" if compiled else named
 
 
 def _coverage(coverage, console: Console) -> None:
