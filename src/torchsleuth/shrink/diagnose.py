@@ -136,6 +136,9 @@ def sentence(d: Diagnosis, shrunk: Finding) -> str:
     head = f"{name}{VARIANT_WORDS.get(shrunk.variant, f' ({shrunk.variant})')} {what}"
     if shrunk.reference == "precision":
         head += " (further from float64 than its dtype allows)"
+    oracle = Case.parse(shrunk.case_id).oracle
+    if oracle.startswith("alias:"):  # alias:out-overlaps-input:out=args[0]: the form of aliasing, in words
+        head += f" ({oracle.split(':')[1].replace('-', ' ')})"
     parts = []
     if d.triggers:
         conditions = [f"{argument(t.path, shrunk.variant)} is {_either(t.failing)}" for t in d.triggers]
@@ -144,7 +147,7 @@ def sentence(d: Diagnosis, shrunk: Finding) -> str:
         if fine:
             parts.append(f"{', or '.join(_with_first_layout(f) for f in fine)} {'is' if len(fine) == 1 else 'are'} fine")
     else:
-        parts.append(f"{head} with every argument contiguous")
+        parts.append(f"{head}, every argument contiguous" if " when " in head else f"{head} with every argument contiguous")
     if d.indifferent:
         names = ", ".join(argument(p, shrunk.variant) for p in d.indifferent)
         parts.append(f"any layout of {names} is fine")
