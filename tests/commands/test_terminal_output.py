@@ -62,12 +62,13 @@ def swept(tmp_path_factory):
     terminal = in_a_terminal([*SWEEP, "--json", "first.json"], folder)
     piped = in_a_pipe([*SWEEP, "--json", "second.json"], folder)
     runs = in_a_terminal(["runs"], folder)
-    return folder, terminal, piped, runs
+    diffed = in_a_terminal(["diff", "1", "2"], folder)
+    return folder, terminal, piped, runs, diffed
 
 
 @pytest.mark.slow
 def test_ids_stay_whole_and_no_line_is_padded_in_80_columns_and_in_a_pipe(swept):
-    folder, (code, screen), piped, (runs_code, runs) = swept
+    folder, (code, screen), piped, (runs_code, runs), (diff_code, diffed) = swept
     assert code == ExitCode.FINDINGS and piped.returncode == ExitCode.FINDINGS, piped.stderr
     for text, findings_file in ((screen, "first.json"), (piped.stdout, "second.json")):
         data = json.loads((folder / findings_file).read_text())
@@ -81,6 +82,11 @@ def test_ids_stay_whole_and_no_line_is_padded_in_80_columns_and_in_a_pipe(swept)
         assert lines[-3:] == [f"  torchsleuth repro {group}", "  torchsleuth report latest", f"  torchsleuth report --issue {group}"]
     assert runs_code == 0
     assert re.findall(r"^(\d+)  ops on cpu", runs, re.MULTILINE) == ["1", "2"], runs  # a run to a line, its id first
+    # diff: a table where no word breaks, else a change to a line; ids whole either way
+    assert diff_code == 0 and group in diffed and example in diffed and "1 still failing" in diffed, diffed
+    narrow = in_a_pipe(["diff", "1", "2"], folder, COLUMNS="44").stdout  # too narrow for the table's words
+    assert re.search(rf"^still  {group}  ", narrow, re.MULTILINE) and example in narrow, narrow
+    assert all(len(line) <= 80 and line == line.rstrip() for line in diffed.splitlines()), diffed
     # the group id the summary offers is one `repro` takes
     shown = in_a_pipe(["repro", data["groups"][0]["id"]], folder)
     assert shown.returncode == 0 and f"finding {example}" in shown.stdout, shown.stderr

@@ -93,7 +93,7 @@ def show(result, *, paths: tuple[str, str], console=None) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from ..report.terminal import stdout
+    from ..report.terminal import fits, stdout
     from .runs import when
 
     console = console or stdout()
@@ -108,20 +108,25 @@ def show(result, *, paths: tuple[str, str], console=None) -> None:
     rows = [(label, changes) for label, changes in
             (("new", result.new), ("fixed", result.fixed), ("still", result.still), ("not rerun", result.not_rerun)) if changes]
     if rows:
+        lines = []  # (label, group, summary, A→B, example, note)
+        for label, changes in rows:
+            shown = changes if label in ("new", "fixed") else changes[:ROWS]
+            lines += [(label, change.id, change.summary, f"{len(change.findings_a)} → {len(change.findings_b)}", change.example,
+                       _note(label, change, result)) for change in shown]
+            if len(changes) > len(shown):
+                lines.append((label, f"... and {len(changes) - len(shown)} more (all in --json)", "", "", "", ""))
         table = Table(show_lines=False)
         for column in ("change", "group", "summary", "A→B", "example", "note"):
             # ids are copied into other commands: never fold them
             table.add_column(column, overflow="fold", no_wrap=column in ("group", "A→B", "example"))
-        for label, changes in rows:
-            shown = changes if label in ("new", "fixed") else changes[:ROWS]
-            for change in shown:
-                table.add_row(
-                    f"[{_STYLE[label]}]{label}[/]", change.id, change.summary, f"{len(change.findings_a)} → {len(change.findings_b)}",
-                    change.example, _note(label, change, result),
-                )
-            if len(changes) > len(shown):
-                table.add_row(f"[{_STYLE[label]}]{label}[/]", f"... and {len(changes) - len(shown)} more (all in --json)", *[""] * 4)
-        console.print(table)
+        for label, *cells in lines:
+            table.add_row(Text(label, style=_STYLE[label]), *map(Text, cells))
+        if fits(table, console):
+            console.print(table)
+        else:  # narrow: a change to a line, its id first, wrapped between words
+            for label, group, summary, counts, example, note in lines:
+                tail = "; ".join(x for x in (f"{counts} findings" if counts else "", f"e.g. {example}" if example else "", note) if x)
+                console.print(Text.assemble((label, _STYLE[label]), "  ", (group, "bold"), f"  {summary}" + (f" ({tail})" if tail else "")))
     else:
         console.print("neither run has findings")
     console.print(
