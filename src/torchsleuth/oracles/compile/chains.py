@@ -19,7 +19,8 @@ rounded to it. A chain's finding is a compiled result that differs from
 eager beyond that AND from float64 beyond what the precision reference
 allows (variant._rounding): a precision finding alone, where the compiled
 chain agrees with eager, is eager's own rounding through the chain, not the
-compile's, and is a note. A compile that raises is the case's ``raised``
+compile's, and is a note. A finding's op is the anchor's name with
+"(compiled chain)". A compile that raises is the case's ``raised``
 outcome, listed with the compiled variant's; a crash or hang costs the case.
 
 The pick. ``CHAINS`` chains an op, one template each in turn
@@ -148,15 +149,16 @@ def run(subject: Subject) -> Outcome:
 
 
 def _named(finding, case: Case, chain: Chain, words: str):
-    """A chain's finding, named by the chain, its layout, dtype and "compiled"; its op the anchor's catalog name, which
-    dropping a step while shrinking leaves as it is."""
+    """A chain's finding, named by the chain, its layout, dtype and "compiled"; its op the anchor's catalog name and
+    "(compiled chain)", which dropping a step while shrinking leaves as it is, and which a group's headline and its
+    diagnosis read ("sum (compiled chain) gives wrong values when ...")."""
     placed = ", ".join(f"{layout} {path}" for path, layout in case.layouts) or "contiguous tensors"
     narrow = case.dtype in ("float32", "float16", "bfloat16")  # where float64 tells rounding apart (variant._rounding)
     what = {"layout": "differs from the eager chain beyond the compile tolerance" + (", and from float64 beyond rounding" if narrow else "")}.get(
         finding.reference, finding.summary.split(": ", 1)[-1])
     summary = f"chain {words} [{case.dtype}] on {placed}, compiled by torch.compile (inductor, static shapes): {what}"
     detail = f"chain {chain.spec} ({chain.length} ops: {words}); {finding.detail}"
-    return dataclasses.replace(finding, summary=summary, detail=detail, op=case.op)
+    return dataclasses.replace(finding, summary=summary, detail=detail, op=f"{case.op} (compiled chain)")
 
 
 # --- shrinking -----------------------------------------------------------------------------------------
