@@ -143,7 +143,8 @@ def test_the_pick_takes_planned_cases_of_its_dtype_and_only_when_sampled():
         ("functional", (("input", "transposed"),), "compile:static")}
     assert variant.pick(unit, planned, "", swept) == []  # plain "compile": every sample's contiguous call, no pick
     assert BUILTIN.picked(("compile",), unit, planned, swept) == []
-    assert len(BUILTIN.picked(("compile:sampled",), unit, planned, swept)) == len(picked)
+    both = BUILTIN.picked(("compile:sampled",), unit, planned, swept)  # the compiled variant's, then the compiled chains
+    assert both[:len(picked)] == picked and all("@compile:chain:" in c.id for c in both[len(picked):])
     two = [dataclasses.replace(swept, position=p, count=2) for p in (0, 1)]  # spread over two samples: each gets some
     assert [len(variant.pick(unit, planned, variant.SAMPLED, s)) for s in two] == [3, 3]
 

@@ -51,7 +51,8 @@ leaves the sample out). --samples, --oracles,
 --search, --budget and --(no-)probe-dtypes given explicitly win over the depth.
 A pointed run also compiles a sample of its cases with torch.compile (inductor): at most
 28 per op, an all-pairs cover of layout x dtype x variant, each judged like its eager case
-(the compiled variant; the summary says so); --compile adds every sample's contiguous call,
+(the compiled variant; the summary says so), and at most 12 chains of 2 to 4 ops around
+each op (compiled chains); --compile adds every sample's contiguous call,
 --no-compile (or --oracles given) leaves compiling out; a catalog run compiles only with --compile.
 A pointed run on CUDA also runs the large oracle (--large): sizes past 2^23, 2^24, 2^31 and 2^32
 elements as far as the GPU's free memory allows, each probe skipped, saying why, where it does not

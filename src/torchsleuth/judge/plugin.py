@@ -43,6 +43,11 @@ raise or give the right answer; ...). A plug-in is an ``Oracle`` record:
   samples is the same on a replay. It is asked once more with the unit's
   searched cases (``Swept.searched``); what it picks of those joins them,
   within the sweep's budget.
+* ``moves(case) -> list[Case]`` and ``weight(case) -> int``: what the
+  shrinker knows of the oracle's own part of a case: cases one move simpler
+  that only the oracle can make (a compiled chain with one op dropped),
+  tried before the shrinker's own, and how complex that part is (the
+  chain's length), compared before the shrinker's cost.
 
 A plug-in case is an ordinary ``Case`` with ``oracle`` set: its id carries the
 oracle (``...|s0|contiguous|@sizes``), so the shrinker and ``repro`` replay it
@@ -120,6 +125,8 @@ class Oracle:
     on_values: bool = False
     sampled: bool = False
     pick: Callable[[Unit, list[Case], str, "Swept"], list[Case]] | None = None
+    moves: Callable[[Case], list[Case]] | None = None
+    weight: Callable[[Case], int] | None = None
 
     def __post_init__(self):
         if self.cost not in COSTS:
@@ -208,6 +215,16 @@ class Registry:
             if oracle.pick is not None:
                 cases += oracle.pick(unit, planned, entry.partition(":")[2], swept)
         return cases
+
+    def moves(self, case: Case) -> list[Case]:
+        """The cases one move simpler that the case's oracle knows (``Oracle.moves``); none for other cases."""
+        oracle = self.get(case.oracle) if case.oracle and case.oracle in self else None
+        return oracle.moves(case) if oracle is not None and oracle.moves else []
+
+    def weight(self, case: Case) -> int:
+        """How complex the oracle's own part of the case is (``Oracle.weight``); 0 for other cases."""
+        oracle = self.get(case.oracle) if case.oracle and case.oracle in self else None
+        return oracle.weight(case) if oracle is not None and oracle.weight else 0
 
     def slower(self, case_id: str) -> float:
         """How many of the sweep's timeouts a case may take: its oracle's ``slower``, 1 for every other case."""

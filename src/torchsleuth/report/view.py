@@ -271,7 +271,8 @@ def _compiled(config: dict, raised: dict[str, int]) -> tuple[tuple[str, str], ..
     notes = []
     if "compile:sampled" in (config.get("oracles") or ()):
         notes.append(("compile", "the compiled variant was sampled: at most 28 compiled cases per op (an all-pairs cover of "
-                                 "layout x dtype x variant, and 4 searched cases), each judged like its eager case; --compile for every sample's "
+                                 "layout x dtype x variant, and 4 searched cases), each judged like its eager case, and at most 12 compiled "
+                                 "chains of 2 to 4 ops around it; --compile for every sample's "
                                  "contiguous call too, --no-compile for none"))
     failed = sorted(((n, reason) for reason, n in raised.items() if reason.startswith(COMPILE_RAISED)), key=lambda row: (-row[0], row[1]))
     if failed:

@@ -7,7 +7,9 @@ are loaded as they were for the sweep):
 
 1. ``shrink_findings``: every finding not yet shrunk, in jobs of one unit
    (op, dtype, device), so a worker makes the op's samples once:
-   ``shrinker.shrink`` replays it and minimises it; each result (``Shrunk``)
+   ``shrinker.shrink`` replays it and minimises it (the oracle's own moves
+   first, and its part of the cost before the shrinker's: a compiled chain
+   drops an op, judge.plugin's ``Oracle.moves``); each result (``Shrunk``)
    is stored at once;
 2. ``diagnose_groups``: the sweep groups the findings by their shrunk
    triggers (report.groups) and hands over the first finding of each group
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import functools
+import itertools
 
 from ..config import SweepConfig
 from ..engine import device_works, run_case
@@ -42,6 +45,9 @@ from .shrinker import LOST
 # budget is given up on (its worker is killed): shrinking is capped by
 # shrinker.MAX_SECONDS, but one replay can take as long as a case may.
 _SLACK_SECONDS = 30.0
+
+# A slower oracle's case (a compile: a second or more a replay) has up to this many times the shrinker's seconds.
+_SLOWER_SHRINK = 3.0
 
 Step = Callable[[str, int, int], None]  # (pass name, done, total)
 
@@ -168,7 +174,11 @@ def _shrink_work(job: Job, config: SweepConfig, skip: frozenset[str], only: str 
         if finding.id in skip or (only is not None and finding.id != only):
             continue
         yield "begin", finding.id
-        result = shrink(finding, functools.partial(run_case, oracles=oracles), healthy=healthy)
+        # an oracle's own moves first (a compiled chain with one op dropped), its part of the cost before the shrinker's
+        result = shrink(finding, functools.partial(run_case, oracles=oracles), healthy=healthy,
+                        moves=lambda case: itertools.chain(oracles.moves(case), shrinker.candidates(case)),
+                        simpler=lambda case: (oracles.weight(case), *shrinker.cost(case)),
+                        max_seconds=shrinker.MAX_SECONDS * min(oracles.slower(finding.case_id), _SLOWER_SHRINK))
         yield "outcome", result
         if result.reason.startswith(LOST):
             raise DeviceLost(result.reason)  # the pool starts a fresh worker for the rest of the job

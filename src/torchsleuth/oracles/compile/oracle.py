@@ -40,7 +40,9 @@ The compiled variant. With the option ``sampled`` (``compile:sampled``: the
 default of a pointed run, and what ``--compile`` adds to the above), the
 oracle instead picks a bounded sample of the sweep's own cases, every variant
 and layout, and judges each compiled by the references and contracts
-(variant.py).
+(variant.py); and it compiles short chains of two to four ops around the
+op, judged against eager and float64, shrunk to the fewest ops that still
+differ (chains.py, chain_steps.py).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ from ...run import call, tree
 from ...run.evidence import Evidence
 from ...run.facts import of_references as facts_of
 from ...run.imports import loaded
-from . import variant
+from . import chain_script, chain_steps, chains, variant
 from .compiler import COMPILER, uncached
 from .detail import AFTER, COMPILED, STATE, Detail
 from .script import script
@@ -151,6 +153,8 @@ def _restore(before: dict, after: dict) -> None:
 
 def run(subject) -> Outcome:
     case = subject.case
+    if chain_steps.of_oracle(case.oracle) is not None:  # compile:chain:...: a short program around the op (chains.py)
+        return chains.run(subject)
     if case.oracle != "compile":  # compile:static, compile:dynamic: a case of the sweep's, compiled
         return variant.run(subject)
     if case.variant != "functional":
@@ -262,5 +266,17 @@ def _report(ctx: Context, detail: Detail, summary: str, mismatch: Mismatch) -> N
     ctx.findings[-1] = dataclasses.replace(finding, id=f"f-{digest}")
 
 
-ORACLE = Oracle(name="compile", description=DESCRIPTION, cost="costly", plan=plan, run=run, script=script, slower=SLOWER,
-                option=variant.option, pick=variant.pick)
+def _script(finding, torch_version: str) -> str | None:
+    """A chain's script (chain_script.py), or the script of any other compile finding (script.py)."""
+    if chain_steps.of_oracle(Case.parse(finding.case_id).oracle) is not None:
+        return chain_script.script(finding, torch_version)
+    return script(finding, torch_version)
+
+
+def pick(unit: Unit, planned: list[Case], option: str, swept) -> list[Case]:
+    """The compiled variant's cases of a sample (variant.py), then its compiled chains (chains.py)."""
+    return variant.pick(unit, planned, option, swept) + chains.pick(unit, planned, option, swept)
+
+
+ORACLE = Oracle(name="compile", description=DESCRIPTION, cost="costly", plan=plan, run=run, script=_script, slower=SLOWER,
+                option=variant.option, pick=pick, moves=chains.moves, weight=chains.weight)
