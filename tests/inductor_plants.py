@@ -1,4 +1,4 @@
-"""Three inductor bugs planted for the compiled variant to find (oracles/compile/variant.py), eager untouched.
+"""Inductor bugs planted for the compiled variant (oracles/compile/variant.py) and its chains (chains.py), eager untouched.
 
 Each wraps one entry of inductor's lowering table (``torch._inductor.lowering.lowerings``, where
 ``GraphLowering.call_function`` looks an aten overload up):
@@ -6,6 +6,9 @@ Each wraps one entry of inductor's lowering table (``torch._inductor.lowering.lo
 * ``sum``: every reduced dim whose size is not a power of two loses its tail (a tiled reduction's last tile);
 * ``sinh``: its input is read as if it were contiguous, whatever its strides (a transposed input read row-major);
 * ``index`` (where inductor lowers ``take``): a negative index ``i`` reads ``-i - 1`` instead of ``i + size``.
+
+``CHAIN_PLANTS`` are two more, which show only where two ops fuse (below); tests/inductor_chain_plants.py plants
+them when run as a file.
 
 Two ways in. A test imports this module by its name (tests/conftest.py puts this folder on the path) and plants them
 for a while, ``with planted():`` (tests/oracles/test_oracle_compile_variant.py). Run as a file, they are planted for
@@ -64,6 +67,32 @@ def _negative_mirrored(old):
     return planted
 
 
+def _drop_fused_tail(old):
+    from torch._inductor import ir
+
+    dropping = _drop_tail(old)
+
+    def planted(x, *args, **kwargs):
+        fused = isinstance(getattr(x, "data", None), ir.StorageBox) and isinstance(x.data.data, ir.Pointwise)
+        return (dropping if fused else old)(x, *args, **kwargs)
+
+    return planted
+
+
+def _view_as_contiguous(old):
+    from torch._inductor import ir
+
+    table = _table()
+
+    def planted(x, *args, **kwargs):
+        if isinstance(getattr(x, "data", None), (ir.BaseView, ir.ReinterpretView)):
+            size = x.get_size()
+            x = table[aten.as_strided.default](x, size, ir.FlexibleLayout.contiguous_strides(size), 0)
+        return old(x, *args, **kwargs)
+
+    return planted
+
+
 PLANTS = {
     aten.sum.dim_IntList: _drop_tail,
     aten.sum.default: _drop_tail,
@@ -72,19 +101,30 @@ PLANTS = {
 }
 
 
-def plant() -> dict:
-    """Wrap the lowerings; what they were, to put back."""
+# Two bugs that show only where two ops fuse (oracles/compile/chains.py), each op compiled alone untouched:
+# ``sum`` loses a non-power-of-two tail only where its input is a pointwise computation fused into it (never an input
+# tensor); ``sin`` reads its input as contiguous only where it is a view made inside the graph (a transpose, a slice).
+CHAIN_PLANTS = {
+    aten.sum.dim_IntList: _drop_fused_tail,
+    aten.sum.default: _drop_fused_tail,
+    aten.sin.default: _view_as_contiguous,
+}
+
+
+def plant(plants: dict | None = None) -> dict:
+    """Wrap the lowerings (``PLANTS``, or ``CHAIN_PLANTS``); what they were, to put back."""
+    plants = PLANTS if plants is None else plants
     table = _table()
-    saved = {op: table[op] for op in PLANTS}
-    for op, make in PLANTS.items():
+    saved = {op: table[op] for op in plants}
+    for op, make in plants.items():
         table[op] = make(saved[op])
     return saved
 
 
 @contextlib.contextmanager
-def planted():
+def planted(plants: dict | None = None):
     """The plants while the block runs; then the lowerings as they were, and dynamo's compiled code forgotten."""
-    saved = plant()
+    saved = plant(plants)
     try:
         yield
     finally:

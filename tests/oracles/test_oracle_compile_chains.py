@@ -2,7 +2,8 @@
 
 Two inductor bugs are planted in this process (``workers=0``) that show only
 where two ops fuse, each by wrapping one entry of inductor's lowering table
-(``torch._inductor.lowering.lowerings``), taken out when the module's sweeps end:
+(``torch._inductor.lowering.lowerings``; tests/inductor_plants.py's
+``CHAIN_PLANTS``), taken out when the module's sweeps end:
 
 * ``sum``'s lowering drops the tail of each reduced dim whose size is not a
   power of two, but only where its input is a pointwise computation fused
@@ -18,9 +19,10 @@ compiled variant is on as a pointed run has it (``compile:sampled``).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+from pathlib import Path
 
+import inductor_plants
 import pytest
 import torch
 from conftest import run_with_and_without
@@ -45,58 +47,12 @@ CONFIGS = (config("sum"), config("sin"))
 
 # --- the plants: wrapped lowerings, each firing only on a fused producer or an in-graph view ------------------------
 
-# The plants' source, run here and, installed, first in a repro script (which is plain torch: it knows nothing of them).
-MAKERS = '''
-import torch
-from torch._inductor import ir, lowering
+# The plants as a file a repro script runs first (the script is plain torch: it knows nothing of them).
+PLANT_SOURCE = f"import runpy\nrunpy.run_path({str(Path(inductor_plants.__file__).with_name('inductor_chain_plants.py'))!r})\n"
 
 
-def drop_fused_tail(old):
-    def planted(x, axis=None, keepdims=False, *, dtype=None):
-        size = [int(s) for s in x.get_size()]
-        if isinstance(getattr(x, "data", None), ir.StorageBox) and isinstance(x.data.data, ir.Pointwise):
-            dims = range(len(size)) if not axis or not size else [a % len(size) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
-            for d in dims:
-                kept = 1 << (size[d].bit_length() - 1) if size[d] else 0
-                if kept != size[d]:
-                    x = lowering.lowerings[torch.ops.aten.slice.Tensor](x, d, 0, kept)
-        return old(x, axis, keepdims, dtype=dtype) if axis is not None else old(x, dtype=dtype)
-    return planted
-
-
-def view_as_contiguous(old):
-    def planted(x, *args, **kwargs):
-        if isinstance(getattr(x, "data", None), (ir.BaseView, ir.ReinterpretView)):
-            size = x.get_size()
-            x = lowering.lowerings[torch.ops.aten.as_strided.default](x, size, ir.FlexibleLayout.contiguous_strides(size), 0)
-        return old(x, *args, **kwargs)
-    return planted
-'''
-PLANT_SOURCE = MAKERS + '''
-for _op in (torch.ops.aten.sum.dim_IntList, torch.ops.aten.sum.default):
-    lowering.lowerings[_op] = drop_fused_tail(lowering.lowerings[_op])
-'''
-_made: dict = {}
-exec(MAKERS, _made)
-PLANTS = {
-    torch.ops.aten.sum.dim_IntList: _made["drop_fused_tail"],
-    torch.ops.aten.sum.default: _made["drop_fused_tail"],
-    torch.ops.aten.sin.default: _made["view_as_contiguous"],
-}
-
-
-@contextlib.contextmanager
 def planted_lowerings():
-    from torch._inductor import lowering
-
-    saved = {op: lowering.lowerings[op] for op in PLANTS}
-    try:
-        for op, make in PLANTS.items():
-            lowering.lowerings[op] = make(saved[op])
-        yield
-    finally:
-        lowering.lowerings.update(saved)
-        torch._dynamo.reset()
+    return inductor_plants.planted(inductor_plants.CHAIN_PLANTS)
 
 
 @pytest.fixture(scope="module")
