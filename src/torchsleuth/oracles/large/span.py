@@ -40,12 +40,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...judge import calls
 from ...judge.records import Outcome
-from ...run.facts import of_references
-from ...run.opclass import computation
 from ...search import edits
-from . import bounds
+from . import bounds, stretched
 
 # Just past where float32 stops holding every integer (2^24 + 1 is the first it rounds) and every half-integer (2^23 + 0.5).
 LENGTHS = ((1 << 23) + 3, (1 << 24) + 3)
@@ -62,16 +59,9 @@ COPIES = 4
 
 def span(case, subject, length: int) -> Outcome:
     """The case with its input's longest dim tiled to ``length`` entries, judged as any case (see the design note)."""
-    refs, raised = calls.base(subject)
-    if raised is not None:
-        return raised
-    kind = computation(refs.trace, subject.entry)
-    if kind == "pointwise":
-        return Outcome(case=case, status="skip", reason="pointwise: the element probes (large:2^31, ...) take pointwise ops")
-    if kind != "reduction" and not kind.startswith("neither"):
-        return Outcome(case=case, status="skip", reason=kind)
-    if of_references(refs, case.op).storage_defined:
-        return Outcome(case=case, status="skip", reason="its contract is stated in storage (as_strided, resize_): it has no span")
+    passed_over = stretched.passed_over_for(case, subject, "span")
+    if passed_over is not None:
+        return passed_over
     x = edits.tensors(subject.sample).get("input")
     if x is None or x.dim() == 0 or x.numel() <= 1:
         return Outcome(case=case, status="skip", reason="the sample has no input with a dim to stretch")

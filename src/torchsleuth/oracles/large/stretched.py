@@ -36,6 +36,12 @@ ROW_COUNTS = (65535, 65536, 65537)
 
 def rows(case, subject, rows: int) -> Outcome:
     """The case with ``rows`` rows, for an op the trace says is neither pointwise, random nor views only."""
+    return passed_over_for(case, subject, "rows") or stretched(case, subject, rows, rows=True)
+
+
+def passed_over_for(case, subject, what: str) -> Outcome | None:
+    """Why the case's call gets no ``what`` (rows, a span): its contiguous call raises, or computes pointwise, randomly or
+    nothing (views), or states its contract in storage (resize_as_ to 65536 rows makes uninitialized ones); else None."""
     refs, raised = calls.base(subject)
     if raised is not None:
         return raised
@@ -44,9 +50,9 @@ def rows(case, subject, rows: int) -> Outcome:
         return Outcome(case=case, status="skip", reason="pointwise: the element probes (large:2^31, ...) take pointwise ops")
     if kind != "reduction" and not kind.startswith("neither"):
         return Outcome(case=case, status="skip", reason=kind)
-    if of_references(refs, case.op).storage_defined:  # resize_as_ to 65536 rows makes uninitialized ones
-        return Outcome(case=case, status="skip", reason="its contract is stated in storage (as_strided, resize_): it has no rows")
-    return stretched(case, subject, rows, rows=True)
+    if of_references(refs, case.op).storage_defined:
+        return Outcome(case=case, status="skip", reason=f"its contract is stated in storage (as_strided, resize_): it has no {what}")
+    return None
 
 
 def stretched(case, subject, length: int, *, rows: bool = False) -> Outcome:
