@@ -94,6 +94,7 @@ def breakdown(db: str) -> str:
     for case_id, seconds in sqlite3.connect(db).execute("select case_id, seconds from outcomes"):
         parts = case_id.split("|")
         oracle = parts[-1][1:].split("=")[0] if parts[-1].startswith("@") else ""
+        oracle = "compile:chain" if oracle.startswith("compile:chain:") else oracle  # every chain together
         kind = oracle or ("searched" if len(parts) > 6 else "plain")
         spent[kind] += seconds
         count[kind] += 1
