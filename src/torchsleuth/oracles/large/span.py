@@ -58,7 +58,8 @@ COPIES = 4
 
 
 def span(case, subject, length: int) -> Outcome:
-    """The case with its input's longest dim tiled to ``length`` entries, judged as any case (see the design note)."""
+    """The case with a dim of its input tiled to ``length`` entries (each of its MAX_DIMS longest in turn, until one gives a
+    finding), judged as any case (see the design note)."""
     passed_over = stretched.passed_over_for(case, subject, "span")
     if passed_over is not None:
         return passed_over
