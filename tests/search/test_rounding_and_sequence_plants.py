@@ -3,7 +3,8 @@
 search.boundaries), and a float32 ``var`` in one pass, the sum of squares less the square of the sum (wrong only where
 the values share their leading digits: the ``sequences`` search's ``offset`` sequence). The first is found by a run
 pointed at the op with the default searches and oracles, named with its edit, and missed with that search off; the
-second by a run with its search alone; and each real kernel's run with its search has no finding at those edits. Beside them, the fixes two pointed runs asked for: ``embedding_bag`` under
+second by a run with its search alone; and each real kernel's run with its search has no finding at those edits.
+Beside them, the fixes two pointed runs asked for: ``embedding_bag`` under
 the ``duplicates`` search (bags kept valid, a bag of many rows judged as the sum it is, a stall still found), and an
 LU factorisation given no exactly singular matrix where its derivative is undefined."""
 
