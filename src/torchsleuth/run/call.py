@@ -34,6 +34,7 @@ queued.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -346,13 +347,11 @@ MAX_PERIOD = 64
 
 
 def tiling(storage: torch.Tensor, shape, stride, offset: int) -> tuple[tuple[int, int], torch.Tensor] | None:
-    """((dim, period), what to carry) when the tensor lies contiguously at the start of ``storage`` and is its first
-    ``period`` entries along its longest dim tiled, bit for bit; what to carry is those entries, then the storage's
-    elements past the tensor (its guard values), flat, when they fit inline; else None."""
-    numel = 1
-    for n in shape:
-        numel *= n
-    if not shape or offset or storage.numel() - numel not in range(0, 1025) \
+    """((dim, period), what to carry) when the tensor lies contiguously at the start of ``storage`` (then at most the
+    layout's guard values) and is its first ``period`` entries along its longest dim tiled, bit for bit; what to carry
+    is those entries, then the storage's elements past the tensor, flat, when they fit inline; else None."""
+    numel = math.prod(shape)
+    if not shape or offset or storage.numel() - numel not in range(layouts.GUARD + 1) \
             or tuple(stride) != tuple(torch.empty(shape, device="meta").stride()):
         return None
     bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(storage.element_size())

@@ -55,6 +55,8 @@ LEAST = "the least setup that crashes is step "
 # The guard bytes on either side of a re-homed storage (``guarded``), and the exit status of a step that changed them.
 GUARD_BYTES = 4096
 GUARD_STATUS = 3
+# How the script names a write the guarded step caught (shrink.attribute reads it back).
+CAUGHT = "caught between guard bytes; such a write corrupts the heap"
 
 
 class PassThrough(TorchDispatchMode):
@@ -152,7 +154,7 @@ def main():
         if child.returncode == GUARD_STATUS:  # wrote outside a storage: the heap corruption that kills a process later
             wrote = child.stderr.strip().splitlines()[-1]
             print(f"step {i}: {words}: the call {wrote}")
-            print(f"BUG PRESENT: {LEAST}{i} - the call {wrote} (caught between guard bytes; such a write corrupts the heap):", SUMMARY)
+            print(f"BUG PRESENT: {LEAST}{i} - the call {wrote} ({CAUGHT}):", SUMMARY)
             return 1
         if child.returncode == 2:  # raised: loud, so not this bug
             print(f"step {i}: {words}: raises ({child.stderr.strip().splitlines()[-2] if child.stderr.strip() else ''})")
@@ -195,7 +197,8 @@ def lines(finding: Finding, call: CallSpec, torch_version: str) -> list[str]:
     constants = [f"CALL = {parts.call_source(call)!r}", f"STEP_SECONDS = {STEP_SECONDS!r}  # a step still running after this hangs",
                  f"DERIVATIVES = {derivatives(finding) or ()!r}  # the derivative modes the case took, each a step per floating tensor",
                  f"LEAST = {LEAST!r}",
-                 f"GUARD_BYTES = {GUARD_BYTES!r}  # on either side of a storage in the guarded step", f"GUARD_STATUS = {GUARD_STATUS!r}"]
+                 f"GUARD_BYTES = {GUARD_BYTES!r}  # on either side of a storage in the guarded step", f"GUARD_STATUS = {GUARD_STATUS!r}",
+                 f"CAUGHT = {CAUGHT!r}"]
     text = parts.preamble(finding, call, torch_version, ("leaves",), constants, imports=("os", "subprocess"))
     text += ["", "from torch.utils._python_dispatch import TorchDispatchMode"]
     text += parts.function_lines(call) + parts.tensors_function(call)

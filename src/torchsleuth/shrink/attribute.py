@@ -167,7 +167,7 @@ def verdict(status: int, out: str, err: str) -> Verdict:
 def sentence(finding: Finding, setup: str) -> str:
     """The diagnosis of a crash group its ladder reproduced (``finding``: the one whose script ran)."""
     name = f"{finding.name}{VARIANT_WORDS.get(finding.variant, f' ({finding.variant})')}"
-    if "guard bytes" in setup:  # scripts.steps' guarded step: a write outside a storage, the heap corruption that killed the worker
+    if steps.CAUGHT in setup:  # scripts.steps' guarded step: a write outside a storage, the heap corruption that killed the worker
         return f"{name} corrupts the heap: at {setup.replace(': ', ' of the repro script of ' + finding.id + ' (' + finding.dtype + '), ', 1)}"
     return f"{name} crashes standalone: the repro script of {finding.id} ({finding.dtype}) dies at {setup} (the least setup of its ladder that crashes)"
 
