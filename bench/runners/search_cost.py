@@ -8,6 +8,8 @@
                                                            # ... then without each named part, one after the other
     python3 bench/run.py search-cost catalog --every 8 --without '--oracles none' --without '--search none' --out DIR
                                                            # the same over every 8th op of the catalog
+    python3 bench/run.py search-cost catalog --with=--compile --without= --out DIR
+                                                           # the catalog with --compile, then with defaults alone
 
 ``pointed`` runs the CLI exactly as a user pointing it at one op would (no
 flag but --ops; the depth makes it deep), each op into a fresh database,
@@ -103,29 +105,45 @@ def breakdown(db: str) -> str:
     return f"{kinds}; slowest {slowest[0]} {slowest[1]:.0f} s"
 
 
-def catalog(keep: str | None, without: list[str], every: int = 1) -> dict:
-    """The catalog (every ``every``-th op of it, when above 1: a catalog run, --depth catalog) with defaults, then without each part."""
+def catalog(keep: str | None, without: list[str], every: int = 1, with_: str = "", device: str | None = None) -> dict:
+    """The catalog (every ``every``-th op of it, when above 1: a catalog run, --depth catalog) with defaults (and
+    ``with_``'s flags), then without each part (each of ``without`` after the defaults' flags, ``with_`` not)."""
     from torchsleuth import resolve_ops
 
     chosen = [] if every <= 1 else ["--ops", ",".join(resolve_ops(None)[::every]), "--depth", "catalog"]
-    print("| run | cases | wall s | findings |")
-    print("| --- | ---: | ---: | ---: |")
+    chosen += ["--device", device] if device else []
+    first = f"defaults {with_}".strip() if with_ else "defaults (search and sampled oracles within the budget)"
+    print("| run | cases | wall s | findings | compiled cases (pass/finding/raised/other) |")
+    print("| --- | ---: | ---: | ---: | --- |")
     seconds, rows = {}, []
-    for name, args in (("defaults (search and sampled oracles within the budget)", []), *((w, w.split()) for w in without)):
+    for name, args in ((first, with_.split()), *((w or "defaults", w.split()) for w in without)):
         with tempfile.TemporaryDirectory() as tmp:
             folder = os.path.join(keep, "-".join(a.strip("-") for a in args) if args else "defaults") if keep else tmp
             os.makedirs(folder, exist_ok=True)
             seconds[name], document, stdout = cli([*chosen, *args], folder)
-        rows.append([name, document["cases"], round(seconds[name], 1), len(document["findings"])])
-        print(f"| {name} | {document['cases']} | {seconds[name]:.1f} | {len(document['findings'])} |", flush=True)
+            compiled = _compiled(os.path.join(folder, "out", "runs.db"))
+        rows.append([name, document["cases"], round(seconds[name], 1), len(document["findings"]), compiled])
+        print(f"| {name} | {document['cases']} | {seconds[name]:.1f} | {len(document['findings'])} | {compiled} |", flush=True)
         for line in stdout.splitlines():
-            if "note (search)" in line or "budget" in line:
+            if "note (search)" in line or "budget" in line or "note (compile)" in line:
                 print(f"    {line.strip()}")
     first, *others = seconds
     for other in others:
-        print(f"\nratio of defaults to {other}: {seconds[first] / seconds[other]:.2f}")
-    return {"table": _record.table(["run", "cases", "wall s", "findings"], rows),
-            "figures": {f"ratio of defaults to {other}": round(seconds[first] / seconds[other], 2) for other in others}}
+        print(f"\nratio of {first} to {other}: {seconds[first] / seconds[other]:.2f}")
+    return {"table": _record.table(["run", "cases", "wall s", "findings", "compiled cases (pass/finding/raised/other)"], rows),
+            "figures": {f"ratio of {first} to {other}": round(seconds[first] / seconds[other], 2) for other in others}}
+
+
+def _compiled(db: str) -> str:
+    """The run's compiled cases (the compile oracle's, chains included) by status: pass/finding/raised/other."""
+    import sqlite3
+
+    if not os.path.exists(db):
+        return "-"
+    with sqlite3.connect(db) as conn:
+        counts = dict(conn.execute("SELECT status, COUNT(*) FROM outcomes WHERE case_id LIKE '%|@compile%' GROUP BY status").fetchall())
+    other = sum(n for status, n in counts.items() if status not in ("pass", "finding", "raised"))
+    return f"{counts.get('pass', 0)}/{counts.get('finding', 0)}/{counts.get('raised', 0)}/{other}" if counts else "0"
 
 
 def main() -> int:
@@ -133,12 +151,15 @@ def main() -> int:
     parser.add_argument("what", choices=("pointed", "catalog"))
     parser.add_argument("--ops", type=int, default=15, help="pointed: how many ops (default 15)")
     parser.add_argument("--names", help="pointed: these ops (comma-separated) in place of every k-th of the catalog")
-    parser.add_argument("--device", help="pointed: the device the runs sweep (default the CLI's)")
+    parser.add_argument("--device", help="the device the runs sweep (default the CLI's)")
     parser.add_argument("--cap", type=float, metavar="S", help="pointed: stop each run after S seconds and say so")
     parser.add_argument("--keep", action="store_true", help="catalog: keep each run's database, findings file and repros under --out")
     parser.add_argument("--every", type=int, default=1, metavar="K", help="catalog: every K-th op of the catalog only (default 1: all)")
     parser.add_argument("--without", action="append", metavar="FLAGS",
-                        help="catalog: a run with these flags after the defaults' (repeatable; default '--search none')")
+                        help="catalog: a run with these flags after the defaults' (repeatable; default '--search none'; "
+                             "'' the defaults alone)")
+    parser.add_argument("--with", dest="with_", default="", metavar="FLAGS",
+                        help="catalog: the first run's flags after the defaults' ('--compile'); the --without runs leave them out")
     parser.add_argument("--out", required=True, metavar="DIR")
     args = parser.parse_args()
     import torch
@@ -147,7 +168,8 @@ def main() -> int:
     if args.what == "pointed":
         made = pointed(args.ops, args.names.split(",") if args.names else None, args.device, args.cap)
     else:
-        made = catalog(args.out if args.keep else None, args.without or ["--search none"], args.every)
+        made = catalog(args.out if args.keep else None, ["--search none"] if args.without is None else args.without, args.every,
+                       args.with_, args.device)
     _record.write(args.out, "search-cost", **made)
     return 0
 

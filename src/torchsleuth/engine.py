@@ -103,9 +103,10 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
                         searched += oracles.cases_for(config.oracles, unit, variant, index, edits)
             for variant in variants:
                 searched += oracles.cases_for(config.sampled, unit, variant, index)  # a catalog run's sample of these oracles
-        # the searched cases an oracle judges its own way too (Oracle.pick: the compiled variant on searched values)
-        searched += oracles.picked(config.oracles, unit, [c for c in searched if not c.oracle], dataclasses.replace(swept, searched=True))
-        yield from _run_search(this, searched)
+        # the searched cases an oracle judges its own way too (Oracle.pick: the compiled variant on searched values): its
+        # pick is its own budget, so they run beside the searched cases the sweep's budget keeps
+        picked = oracles.picked(config.oracles, unit, [c for c in searched if not c.oracle], dataclasses.replace(swept, searched=True))
+        yield from _run_search(this, searched, picked)
 
 
 # A worker's exit status when torchsleuth failed on a case (see run_unit).
@@ -221,15 +222,16 @@ def _judged(case: Case, run, config: SweepConfig, only: str | None) -> Iterator[
         raise DeviceLost(outcome.reason)
 
 
-def _run_search(this: _Unit, planned: list[Case]) -> Iterator[Event]:
-    """The unit's searched cases (search), within the sweep's budget; each judged from scratch, as a replay is.
+def _run_search(this: _Unit, planned: list[Case], picked: list[Case] = ()) -> Iterator[Event]:
+    """The unit's searched cases (search), within the sweep's budget, then ``picked`` (an oracle's own pick of them,
+    bounded by the oracle); each judged from scratch, as a replay is.
 
     When the budget leaves cases out, or its seconds run out, a ``("note", "search RAN/PLANNED")`` event says how
     many of the planned ones ran.
     """
     config, skip, only, oracles = this.config, this.skip, this.only, this.oracles
     if only is not None:  # a replay of a case the whole unit's plan chose: ``planned`` holds only its sample's cases
-        for case in planned:
+        for case in [*planned, *picked]:
             if case.id == only:
                 yield from _judged(case, lambda case=case: run_case(case, oracles, refuse=False), config, only)
         return
@@ -242,6 +244,9 @@ def _run_search(this: _Unit, planned: list[Case]) -> Iterator[Event]:
         if case.id in skip:
             continue
         yield from _judged(case, lambda case=case: run_case(case, oracles), config, only)
+    for case in picked:
+        if case.id not in skip:
+            yield from _judged(case, lambda case=case: run_case(case, oracles), config, only)
     if ran < len(planned):
         yield "note", f"search {ran}/{len(planned)}"
 

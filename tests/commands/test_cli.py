@@ -198,6 +198,19 @@ def test_large_takes_the_forms_to_probe(value, oracle):
     assert ops._deep_flags(args, (), "cpu") == (oracle,)
 
 
+@pytest.mark.parametrize("depth, compiled", [("deep", ("compile", "compile:sampled")), ("catalog", ("compile:catalog",))])
+def test_compile_is_in_full_pointed_and_within_the_budget_in_a_catalog_run(depth, compiled, tmp_path, monkeypatch):
+    from torchsleuth.cli import ops
+
+    handed = []
+    monkeypatch.setattr(ops, "finish", lambda config, **_: handed.append(config) or 0)
+    monkeypatch.chdir(tmp_path)
+    assert main(["ops", "--ops", "exp", "--depth", depth, "--compile", "--workers", "0"]) == 0
+    assert tuple(o for o in handed[0].oracles if o.startswith("compile")) == compiled
+    assert main(["ops", "--ops", "exp", "--depth", depth, "--no-compile", "--workers", "0"]) == 0
+    assert not [o for o in handed[1].oracles if o.startswith("compile")]
+
+
 def test_an_unknown_large_form_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     from torchsleuth.cli.main import main
 

@@ -53,7 +53,9 @@ A pointed run also compiles a sample of its cases with torch.compile (inductor):
 28 per op, an all-pairs cover of layout x dtype x variant, each judged like its eager case
 (the compiled variant; the summary says so), and at most 12 chains of 2 to 4 ops around
 each op (compiled chains); --compile adds every sample's contiguous call,
---no-compile (or --oracles given) leaves compiling out; a catalog run compiles only with --compile.
+--no-compile (or --oracles given) leaves compiling out. A catalog run compiles only with --compile,
+and then within its budget: 4 cases of the cover, 1 searched case and 1 chain per op, the cover's
+share turned by the op so that the catalog walks all of it.
 A pointed run on CUDA also runs the large oracle (--large): sizes past 2^23, 2^24, 2^31 and 2^32
 elements as far as the GPU's free memory allows, each probe skipped, saying why, where it does not
 fit; --large none (or --oracles given) leaves it out.
@@ -144,6 +146,7 @@ def add_parser(commands) -> None:
                         "judged against eager, and eager after the compile against eager before, and the compiled variant (a "
                         "sample of the sweep's cases, every variant and layout, compiled and judged by the references and "
                         "contracts); default: the compiled variant alone in a pointed run, none in a catalog run; "
+                        "in a catalog run --compile is the compiled variant within the budget (6 compiled cases per op); "
                         "--no-compile: none")
     p.add_argument("--large", nargs="?", const="all", metavar="FORMS",
                    help="also run the large oracle: pointwise ops (elements) and gathers and scatters (index) past 2^31 "
@@ -195,6 +198,9 @@ def run(args) -> int:
     deep = args.depth == "deep" or (args.depth == "auto" and args.ops is not None and len(ops) <= POINTED_OPS)
     config = depth(config, deep=deep, given={name for name in ("samples", "oracles", "budget", "probe_dtypes", "refusals")
                                           if getattr(args, name) is not None})
+    if args.compile:  # pointed: the compile oracle in full; a catalog run: the compiled variant within its budget
+        wanted = ("compile", "compile:sampled") if deep else ("compile:catalog",)
+        config = dataclasses.replace(config, oracles=(*config.oracles, *(o for o in wanted if o not in config.oracles)))
     if deep and args.compile is None and args.oracles is None and "compile" not in {family(o) for o in config.oracles}:
         # a pointed run's default: the compiled variant's sample (oracles/compile/variant.py)
         config = dataclasses.replace(config, oracles=(*config.oracles, "compile:sampled"))
@@ -266,8 +272,6 @@ def _executor(config, *, given: bool):
 
 def _deep_flags(args, oracles: tuple[str, ...], device: str) -> tuple[str, ...]:
     """--compile, --large and --cpu-capabilities: their oracles added; the capabilities checked, named in the oracle."""
-    if args.compile:  # the compile oracle in full: every sample's contiguous call, and the compiled variant's sample
-        oracles += tuple(o for o in ("compile", "compile:sampled") if o not in oracles)
     if args.compile is False:
         oracles = tuple(o for o in oracles if family(o) != "compile")
     if args.large == "none":  # --large none: not even a pointed run's default on a GPU

@@ -41,8 +41,8 @@ raise or give the right answer; ...). A plug-in is an ``Oracle`` record:
   (``Swept``) says what the sweep covers of the op and which of the unit's
   swept samples this is, so that a pick spread over an op's dtypes and
   samples is the same on a replay. It is asked once more with the unit's
-  searched cases (``Swept.searched``); what it picks of those joins them,
-  within the sweep's budget.
+  searched cases (``Swept.searched``); what it picks of those runs beside
+  the searched cases the sweep's budget keeps (its pick is its own budget).
 * ``moves(case) -> list[Case]`` and ``weight(case) -> int``: what the
   shrinker knows of the oracle's own part of a case: cases one move simpler
   that only the oracle can make (a compiled chain with one op dropped),

@@ -274,6 +274,10 @@ def _compiled(config: dict, raised: dict[str, int]) -> tuple[tuple[str, str], ..
                                  "layout x dtype x variant, and 4 searched cases), each judged like its eager case, and at most 12 compiled "
                                  "chains of 2 to 4 ops around it; --compile for every sample's "
                                  "contiguous call too, --no-compile for none"))
+    if "compile:catalog" in (config.get("oracles") or ()):
+        notes.append(("compile", "the compiled variant within the catalog's budget: 4 compiled cases per op (a share of the "
+                                 "all-pairs cover of layout x dtype x variant, turned by the op), 1 searched case and 1 compiled chain; "
+                                 "a pointed run (--ops NAME) compiles up to 28 cases and 12 chains an op"))
     failed = sorted(((n, reason) for reason, n in raised.items() if reason.startswith(COMPILE_RAISED)), key=lambda row: (-row[0], row[1]))
     if failed:
         listed = "; ".join(f"{reason} ({n})" if n > 1 else reason for n, reason in failed)

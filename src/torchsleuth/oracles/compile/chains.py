@@ -33,7 +33,9 @@ contiguous); a template that does not go through on the sample gives way to
 the next. And ``SEARCHED`` more on the op's searched cases that set values
 (special values, extremes, negative indices): the value search's cases. So
 at most ``CHAINS + SEARCHED`` (12) compiled chains per op; each compiles once
-(about a second a graph on the CPU).
+(about a second a graph on the CPU). A catalog run (``compile:catalog``)
+compiles one chain an op: its ``k``-th, ``k`` turned by the op's name
+(variant.turn), so that the catalog's chains walk every template.
 
 Shrinking. Beyond the shrinker's own moves (smaller samples and sizes,
 simpler layouts, dtypes and values), ``moves`` drops one step (the anchor
@@ -72,20 +74,22 @@ def chain_dtypes(swept) -> tuple[str, ...]:
 
 def pick(unit: Unit, planned: list[Case], option: str, swept) -> list[Case]:
     """The chain cases of one sample (or of the unit's searched cases); none unless the compiled variant is on."""
-    if option != variant.SAMPLED:
+    if option not in variant.OPTIONS:
         return []
     dtypes = chain_dtypes(swept)
     if unit.dtype not in dtypes:
         return []
     j = dtypes.index(unit.dtype)
     if swept.searched:
+        if option == variant.CATALOG:  # the catalog's one chain an op is on a swept sample
+            return []
         fits = [c for c in planned if c.variant == "functional" and c.edits and not any(e.startswith(_SIZE_VERBS) for e in c.edits)]
         if not fits:
             return []
         return [case for k in range(CHAINS, CHAINS + SEARCHED) if k % len(dtypes) == j
                 for case in _chained(unit, fits[len(fits) * (k - CHAINS + 1) // (SEARCHED + 1)], k, set())]
     chosen: list[Case] = []
-    for k in range(CHAINS):
+    for k in ([variant.turn(unit.op) % CHAINS] if option == variant.CATALOG else range(CHAINS)):
         if k % len(dtypes) != j or k * max(swept.count, 1) // CHAINS != swept.position:
             continue
         base = _laid(planned, LAYOUTS[k % len(LAYOUTS)])

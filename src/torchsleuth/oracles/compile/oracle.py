@@ -42,7 +42,9 @@ oracle instead picks a bounded sample of the sweep's own cases, every variant
 and layout, and judges each compiled by the references and contracts
 (variant.py); and it compiles short chains of two to four ops around the
 op, judged against eager and float64, shrunk to the fewest ops that still
-differ (chains.py, chain_steps.py).
+differ (chains.py, chain_steps.py). With ``catalog`` (``compile:catalog``: what
+``--compile`` adds to a whole-catalog run), the same within the catalog's
+budget: four compiled cases, one searched case and one chain an op.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ SLOWER = 5
 
 def plan(unit: Unit, variant_: str, sample: int, option: str = "") -> list[str]:
     """Each sample's contiguous functional call, with --compile (no option); ``sampled`` leaves them to the variant."""
-    return ["compile"] if variant_ == "functional" and option != variant.SAMPLED else []
+    return ["compile"] if variant_ == "functional" and option not in variant.OPTIONS else []
 
 
 # --- global state ---------------------------------------------------------------------------------

@@ -48,11 +48,21 @@ Searched values: each of the op's first ``SEARCHED`` dtypes also compiles one
 of its searched cases (the value, argument, size searches' edits of a
 sample), static, among the sweep's searched cases and within its budget.
 So at most 28 compiled cases per op.
+
+The catalog's budget. A whole-catalog run with ``--compile`` (``compile:catalog``)
+compiles ``CATALOG_COVER`` (4) tuples per op, spread over the cover (every
+sixth: different layouts, dtypes and variants, one of them dynamic where the
+spread reaches round 1), the spread turned by the op (a stable hash of its name)
+so that the catalog as a whole walks the whole cover; the ``i``-th on the op's
+``i mod count``-th swept sample. And one searched case, in the op's first dtype,
+joining the searched cases within the catalog's budget. About a second a case on
+the CPU: the catalog's compile cost is bounded per op (bench/compiled-variant.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import torch
 
@@ -74,6 +84,9 @@ from .detail import DYNAMIC, STATIC
 
 # The config entry of a pointed run's default: the picked cases alone, not every sample's contiguous call.
 SAMPLED = "sampled"
+# The config entry of a catalog run's --compile: the picked cases within the catalog's budget.
+CATALOG = "catalog"
+OPTIONS = (SAMPLED, CATALOG)
 # The layouts the cover walks, in order (contiguous first: its case is also judged against float64); the others
 # repeat one of these at an offset, or in 5-D.
 LAYOUTS = ("contiguous", "transposed", "strided", "offset", "expanded", "permuted", "channels_last", "empty")
@@ -82,14 +95,33 @@ VARIANTS = ("functional", "inplace", "out")
 ROUNDS = 3
 # Dtypes of an op (its first, in the sweep's order) that compile one of their searched cases each.
 SEARCHED = 4
+# A catalog run: tuples of the cover compiled per op, and dtypes compiling a searched case.
+CATALOG_COVER = 4
+CATALOG_SEARCHED = 1
 
 
 def option(text: str | None) -> str:
     if text in (None, ""):
         return ""
-    if text != SAMPLED:
-        raise UsageError(f"compile takes no option but {SAMPLED!r} (the compiled variant's sample alone); got {text!r}")
-    return SAMPLED
+    if text not in OPTIONS:
+        raise UsageError(f"compile takes no option but {SAMPLED!r} (the compiled variant's sample alone) or {CATALOG!r} (its "
+                         f"catalog budget); got {text!r}")
+    return text
+
+
+def turn(op: str) -> int:
+    """A stable number of the op's name, the same in every process and release: where the catalog's share of a
+    spread begins for the op, so that the catalog as a whole walks all of it."""
+    return int.from_bytes(hashlib.blake2b(op.encode(), digest_size=4).digest(), "big")
+
+
+def catalog_share(op: str, tuples: list) -> list:
+    """The ``CATALOG_COVER`` tuples a catalog run compiles for ``op``: evenly spread over ``tuples``, turned by the op."""
+    if len(tuples) <= CATALOG_COVER:
+        return list(tuples)
+    step = len(tuples) // CATALOG_COVER
+    start = turn(op) % step
+    return [tuples[start + i * step] for i in range(CATALOG_COVER)]
 
 
 def cover(dtypes: tuple[str, ...], layouts: tuple[str, ...], variants: tuple[str, ...], rounds: int = ROUNDS) -> list[tuple[str, str, str, bool]]:
@@ -111,12 +143,15 @@ def cover(dtypes: tuple[str, ...], layouts: tuple[str, ...], variants: tuple[str
 def pick(unit: Unit, planned: list[Case], option: str, swept) -> list[Case]:
     """The planned cases of one sample that the cover compiles (``swept``: judge.plugin.Swept); none unless the config
     entry is ``compile:sampled`` (plain ``compile`` is the contiguous call of every sample alone, oracle.py)."""
-    if option != SAMPLED:
+    if option not in OPTIONS:
         return []
     if swept.searched:
-        return _searched(unit, planned, swept)
+        return _searched(unit, planned, swept, SEARCHED if option == SAMPLED else CATALOG_SEARCHED)
+    tuples = cover(swept.dtypes, swept.layouts, swept.variants)
+    if option == CATALOG:
+        tuples = catalog_share(unit.op, tuples)
     chosen = []
-    for k, (layout, dtype, variant, dynamic) in enumerate(cover(swept.dtypes, swept.layouts, swept.variants)):
+    for k, (layout, dtype, variant, dynamic) in enumerate(tuples):
         if dtype != unit.dtype or k % max(swept.count, 1) != swept.position:  # the op's k-th tuple: its k-th sample, in turn
             continue
         case = _realized(planned, layout, variant, {c.id for c in chosen})
@@ -125,14 +160,14 @@ def pick(unit: Unit, planned: list[Case], option: str, swept) -> list[Case]:
     return chosen
 
 
-def _searched(unit: Unit, searched: list[Case], swept) -> list[Case]:
+def _searched(unit: Unit, searched: list[Case], swept, dtypes: int) -> list[Case]:
     """One of the unit's searched cases (edited values, sizes or arguments) compiled, static, in each of the op's
-    first ``SEARCHED`` dtypes: the middle one of its functional, in-place or out= cases, turned by the dtype's place."""
+    first ``dtypes`` dtypes: the middle one of its functional, in-place or out= cases, turned by the dtype's place."""
     j = swept.dtypes.index(unit.dtype) if unit.dtype in swept.dtypes else len(swept.dtypes)
     fits = [case for case in searched if case.variant in VARIANTS and case.edits]
-    if j >= SEARCHED or not fits:
+    if j >= dtypes or not fits:
         return []
-    return [dataclasses.replace(fits[(len(fits) * (2 * j + 1) // (2 * SEARCHED)) % len(fits)], oracle=STATIC)]
+    return [dataclasses.replace(fits[(len(fits) * (2 * j + 1) // (2 * dtypes)) % len(fits)], oracle=STATIC)]
 
 
 def _realized(planned: list[Case], layout: str, variant: str, taken: set[str]) -> Case | None:
