@@ -51,6 +51,10 @@ def _gather_rows(src, idx, out, n, inner, picked, total, BLOCK: tl.constexpr):
 
 
 def unchecked_index_select(self, dim, index):
+    if self.is_complex():  # Triton loads no complex numbers: the real and imaginary parts as a trailing dim
+        x = self.reshape(1) if self.dim() == 0 else self
+        out = torch.view_as_complex(unchecked_index_select(torch.view_as_real(x.contiguous()), dim % x.dim(), index))
+        return out.reshape(()) if self.dim() == 0 and out.numel() == 1 else out
     x = self.contiguous().reshape(1) if self.dim() == 0 else self.contiguous()
     dim = dim % x.dim()
     n = x.shape[dim]
@@ -86,7 +90,7 @@ def float32_index_flip(self, dims):
         dim = dim % max(out.dim(), 1)
         if out.dtype != torch.float32 or out.numel() == 0:
             index = torch.arange(out.shape[dim] - 1, -1, -1, device=out.device)
-            out = out.index_select(dim, index)
+            out = torch.ops.aten.index.Tensor(out, [None] * dim + [index])  # aten's own: index_select is planted
             continue
         n = out.shape[dim]
         inner = 1

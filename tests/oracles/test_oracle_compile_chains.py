@@ -163,3 +163,12 @@ def test_a_chain_move_drops_one_step_and_weighs_less():
     assert chain_steps.of_oracle("compile:sampled") is None
     with pytest.raises(ValueError, match="unknown chain steps"):
         chain_steps.parse("nope>@")
+
+
+def test_every_step_makes_its_own_tensors_on_the_input_s_device():
+    """A step's index tensors follow ``x`` (on CUDA an index left on the CPU makes the chain's reference raise); the
+    meta device shows it without a GPU: a CPU tensor meeting a meta one raises as a CUDA one does."""
+    x = torch.ones(4, 5, device="meta")
+    for step in chain_steps.STEPS:
+        result = chain_steps.function(step)(x)
+        assert result.device.type == "meta", step.name
