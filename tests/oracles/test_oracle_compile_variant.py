@@ -168,3 +168,26 @@ def test_the_first_dtypes_each_compile_one_searched_case():
     # the engine asks with the sample's planned cases too: unedited ones are never taken as searched
     unit = Unit(op="exp", dtype="float32", device="cpu")
     assert variant.pick(unit, [Case(op="exp", variant="functional", dtype="float32", device="cpu", sample=0)], variant.SAMPLED, swept) == []
+
+
+@pytest.mark.slow
+def test_a_storage_defined_op_compiled_is_judged_against_eager_on_the_same_storage(tmp_path):
+    """``as_strided_scatter`` on an offset view: eager reads ``storage_offset`` in the view's own storage, inductor in a
+    fresh one (torch 2.13, bench/compiled-variant.md). The finding is a compiled mismatch, not nondeterminism, and its
+    script runs eager first, then the compiled call, on copies of one storage."""
+    import subprocess
+    import sys
+
+    from torchsleuth import sweep
+
+    result = sweep(config("as_strided_scatter", dtypes=("int64",), layouts=("offset",), variants=("functional",)),
+                   db=str(tmp_path / "runs.db"))
+    found = [f for f in result.findings if f.reference == "determinism" and "@compile:static" in f.case_id]
+    if not found:
+        pytest.skip(f"torch {torch.__version__} compiles as_strided_scatter on an offset view as eager calls it")
+    finding = result.reported(found[0])
+    assert finding.kind == "mismatch" and "differs from eager on a copy of the same storage" in finding.summary
+    path = tmp_path / "repro.py"
+    path.write_text(repro.script(finding))
+    ran = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 1 and "eager, then compiled, on copies of one storage" in ran.stdout, ran.stdout + ran.stderr

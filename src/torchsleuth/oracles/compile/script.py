@@ -116,6 +116,16 @@ call = torch.compile(call, backend="inductor", fullgraph=True, dynamic={dynamic}
 """
 
 
+# A storage-defined op's check (scripts.checks.determinism) runs the call twice on copies of one storage: compiled,
+# the first run is eager's, the reference the sweep compared the compiled call with.
+_TWICE = "    first, second = once(), once()"
+_EAGER_FIRST = """    compiled_call = globals()["call"]
+    globals()["call"] = eager_call
+    first = once()  # eager, on a copy of the storage: the reference
+    globals()["call"] = compiled_call
+    second = once()  # compiled, on another copy of the same storage"""
+
+
 def compiled_variant(finding: Finding, torch_version: str, dynamic: bool) -> str:
     """The generic script of a compiled-variant finding, its ``call`` compiled (the reference stays eager)."""
     text = generic_script(finding, torch_version)
@@ -123,7 +133,11 @@ def compiled_variant(finding: Finding, torch_version: str, dynamic: bool) -> str
     end = text.find("\n\n", at + 1) if at >= 0 else -1
     if end < 0:  # no call to compile: the generic script says why
         return text
-    return text[:end + 1] + _COMPILED_CALL.format(dynamic=dynamic) + text[end + 1:]
+    text = text[:end + 1] + "eager_call = call\n" + _COMPILED_CALL.format(dynamic=dynamic) + text[end + 1:]
+    if finding.reference != "determinism":
+        return text
+    return (text.replace(_TWICE, _EAGER_FIRST).replace("the same call twice, bit for bit", "eager, then compiled, on copies of one storage, bit for bit")
+            .replace("the same call gives the same bits twice", "compiled and eager agree on copies of one storage"))
 
 
 def script(finding: Finding, torch_version: str) -> str | None:
