@@ -8,7 +8,9 @@ the backward variant, the gradient) computation on contiguous tensors:
 * ``contiguous``: on the device under test, in the case's dtype (the layout
   reference, and the expected value of every in-place and out= case);
 * ``cpu``: on the CPU in the case's dtype (the device reference);
-* ``float64``: on the CPU in float64 or complex128 (the precision reference);
+* ``float64``: on the CPU in float64 or complex128 (the precision reference;
+  off the CPU, a call over more than ``WIDE_ON_DEVICE`` elements has it, and
+  the runs below, on the device under test: see ``wide_device``);
 * ``perturbed``: two more float64 runs with every floating input nudged by a
   random relative amount up to the case dtype's unit roundoff. How far they
   land from ``float64``, element by element, measures how sensitive the op
@@ -76,6 +78,11 @@ from .trace import Trace
 # How many units of roundoff the jump probe nudges by: about as many
 # roundings as a kernel does on the way to an index or a comparison.
 JUMP = 16.0
+# Off the CPU, the float64 runs of a call holding more elements than this are made on the device under test: on the CPU
+# each is seconds over 2^24 entries, and the tolerance rule asks for three to five of them (a span probe's: 10 to 25 s a
+# case on an H100, bench/cuda-pointed.md). The CPU's call in the case's dtype stays the device reference, so a kernel
+# whose bug is the same in float64 on the device still differs from the CPU.
+WIDE_ON_DEVICE = 1 << 22
 
 
 class Reference:
@@ -169,10 +176,18 @@ class References:
         return self._run(self._converted(device="cpu"), device="cpu")
 
     @functools.cached_property
+    def wide_device(self) -> str:
+        """Where the float64 runs are made: the CPU, or off it the device under test for a call over WIDE_ON_DEVICE
+        elements (see there)."""
+        device = self.base.case.device
+        elements = sum(t.numel() for t in self.base.tensors.values())
+        return device if devices.kind(device) != "cpu" and elements > WIDE_ON_DEVICE else "cpu"
+
+    @functools.cached_property
     def float64(self) -> Reference:
         if not (self.dtype.is_floating_point or self.dtype.is_complex):
             return Reference(error=ValueError("no float64 reference for an integer dtype"))
-        return self._run(self._converted(device="cpu", wide=True), device="cpu", wide=True)
+        return self._run(self._converted(device=self.wide_device, wide=True), device=self.wide_device, wide=True)
 
     @functools.cached_property
     def perturbed(self) -> tuple[Reference, ...]:
@@ -191,7 +206,8 @@ class References:
         if not (self.dtype.is_floating_point or self.dtype.is_complex) or dtypes.wide(self.dtype) == self.dtype:
             return Reference(error=ValueError("no narrower range than float64's"))
         real = self.dtype.to_real() if self.dtype.is_complex else self.dtype
-        return self._run(self._converted(device="cpu", wide=True), device="cpu", wide=True, mode=Overflowing(torch.finfo(real).max, self.dtype))
+        return self._run(self._converted(device=self.wide_device, wide=True), device=self.wide_device, wide=True,
+                         mode=Overflowing(torch.finfo(real).max, self.dtype))
 
     def _nudged(self, scales, *, seeds) -> tuple[Reference, ...]:
         if not self.float64.ok:
@@ -199,8 +215,8 @@ class References:
         u = dtypes.unit_roundoff(self.dtype)
         found = []
         for scale, seed in zip(scales, seeds):
-            tensors = self._converted(device="cpu", wide=True, nudge=(scale * u, torch.Generator().manual_seed(seed)))
-            found.append(self._run(tensors, device="cpu", wide=True))
+            tensors = self._converted(device=self.wide_device, wide=True, nudge=(scale * u, torch.Generator().manual_seed(seed)))
+            found.append(self._run(tensors, device=self.wide_device, wide=True))
         return tuple(r for r in found if r.ok)
 
     def _converted(self, *, device: str, wide: bool = False, nudge=None) -> tree.Tensors:
@@ -213,7 +229,7 @@ class References:
                 if nudge is not None and (t.dtype.is_floating_point or t.dtype.is_complex):
                     u, generator = nudge
                     shape = t.shape if not t.is_complex() else (*t.shape, 2)
-                    delta = (torch.rand(shape, generator=generator, dtype=torch.float64) * 2 - 1) * u
+                    delta = ((torch.rand(shape, generator=generator, dtype=torch.float64) * 2 - 1) * u).to(t.device)
                     if t.is_complex():
                         t = torch.view_as_complex(torch.view_as_real(t) * (1 + delta))
                     else:
