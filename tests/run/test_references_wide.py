@@ -34,6 +34,14 @@ def test_the_float64_runs_are_on_the_cpu_unless_a_large_call_is_off_it():
     assert references("meta", big).wide_device == "meta"  # a large one: on the device under test
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA, where a copy to it fails")
+def test_where_the_device_cannot_make_the_float64_run_the_cpu_makes_it_and_the_nudged_runs_follow():
+    refs = references("cpu", 1000)
+    refs.wide_device = "cuda"  # as if the call were large and off the CPU, on a device that fails the float64 run
+    assert refs.float64.ok and refs.float64.value.device.type == "cpu" and refs.wide_device == "cpu"
+    assert len(refs.perturbed) == 2 and all(r.value.device.type == "cpu" for r in refs.perturbed)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_a_large_call_s_float64_and_nudged_runs_are_made_on_the_gpu_and_the_cpu_reference_stays_on_the_cpu():
     refs = references("cuda", refs_module.WIDE_ON_DEVICE + 3)

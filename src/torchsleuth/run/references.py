@@ -187,7 +187,14 @@ class References:
     def float64(self) -> Reference:
         if not (self.dtype.is_floating_point or self.dtype.is_complex):
             return Reference(error=ValueError("no float64 reference for an integer dtype"))
-        return self._run(self._converted(device=self.wide_device, wide=True), device=self.wide_device, wide=True)
+        try:
+            found = self._run(self._converted(device=self.wide_device, wide=True), device=self.wide_device, wide=True)
+        except Exception as e:  # the copy to the device failed (its memory)
+            found = Reference(error=e)
+        if not found.ok and self.wide_device != "cpu":  # the device has no float64 kernel for the call: the CPU's, as ever
+            self.wide_device = "cpu"  # the nudged runs follow
+            found = self._run(self._converted(device="cpu", wide=True), device="cpu", wide=True)
+        return found
 
     @functools.cached_property
     def perturbed(self) -> tuple[Reference, ...]:
@@ -206,6 +213,7 @@ class References:
         if not (self.dtype.is_floating_point or self.dtype.is_complex) or dtypes.wide(self.dtype) == self.dtype:
             return Reference(error=ValueError("no narrower range than float64's"))
         real = self.dtype.to_real() if self.dtype.is_complex else self.dtype
+        self.float64  # noqa: B018  (settles where the float64 runs are made)
         return self._run(self._converted(device=self.wide_device, wide=True), device=self.wide_device, wide=True,
                          mode=Overflowing(torch.finfo(real).max, self.dtype))
 

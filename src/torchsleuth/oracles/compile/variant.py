@@ -46,17 +46,18 @@ compiled once or more, in one dtype or another (the negative indices of
 
 Searched values: each of the op's first ``SEARCHED`` dtypes also compiles one
 of its searched cases (the value, argument, size searches' edits of a
-sample), static, among the sweep's searched cases and within its budget.
-So at most 28 compiled cases per op.
+sample), static, among the sweep's searched cases; these run beside the
+searched cases a budget keeps (the pick is its own budget). So at most 28
+compiled cases per op.
 
 The catalog's budget. A whole-catalog run with ``--compile`` (``compile:catalog``)
 compiles ``CATALOG_COVER`` (4) tuples per op, spread over the cover (every
 sixth: different layouts, dtypes and variants, one of them dynamic where the
 spread reaches round 1), the spread turned by the op (a stable hash of its name)
 so that the catalog as a whole walks the whole cover; the ``i``-th on the op's
-``i mod count``-th swept sample. And one searched case, in the op's first dtype,
-joining the searched cases within the catalog's budget. About a second a case on
-the CPU: the catalog's compile cost is bounded per op (bench/compiled-variant.md).
+``i mod count``-th swept sample. And one searched case, in the op's first dtype.
+About a second a case on the CPU: the catalog's compile cost is bounded per op
+(2.96 times the catalog's time on 2 cores, bench/compiled-variant.md).
 """
 
 from __future__ import annotations
