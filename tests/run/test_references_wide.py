@@ -1,6 +1,6 @@
 """Where the float64 references are made (run.references.wide_device): on the CPU, but off it, for a call over
-``WIDE_ON_DEVICE`` elements, on the device under test, so that a span probe's five float64 runs over 2^24 entries cost
-milliseconds there, not seconds on the CPU; the CPU's call in the case's dtype stays the device reference.
+``WIDE_ON_DEVICE`` elements, on the device under test: a span probe's float64 runs over 2^24 entries took seconds each
+on the CPU (bench/cuda-pointed.md); the CPU's call in the case's dtype stays the device reference.
 
 The meta device stands in for a GPU (its tensors hold no data, so a call of 2^23 elements costs nothing); the CUDA test
 runs on a GPU only.
