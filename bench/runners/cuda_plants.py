@@ -13,7 +13,8 @@ worker imports (``--import``), and ``torchsleuth ops --ops OP --device cuda`` ru
   2^24 + 3, oracles/large/span.py), judged against the CPU: a finding on a ``dim:input@D>16777219`` case is expected.
 
 Each run's findings that name the op are printed, with the run's wall time; the record (DIR/cuda-plants.json) holds
-both. A run without the plants is the clean twin: the same command, no ``--import``.
+both, written again after each run (``complete``: false until the last), so a run stopped by ``--limit`` keeps what
+ran. A run without the plants is the clean twin: the same command, no ``--import``.
 """
 
 from __future__ import annotations
@@ -160,14 +161,20 @@ def main() -> int:
                 if "error" in got:
                     print(got["error"])
                 print(flush=True)
-    with open(os.path.join(args.out, "cuda-plants-detail.json"), "w") as f:
+                _keep(args.out, record, complete=False)  # what ran so far, should --limit stop the next run
+    _keep(args.out, record, complete=True)
+    return 0
+
+
+def _keep(out: str, record: dict, *, complete: bool) -> None:
+    """The record of the runs so far (``complete``: all of them), and each run's detail beside it."""
+    with open(os.path.join(out, "cuda-plants-detail.json"), "w") as f:
         json.dump(record, f, indent=1)
     rows = [[key, v.get("seconds"), v.get("cases", "-"), v.get("findings", "-"), len(v.get("unchecked", [])), len(v.get("large", []))]
             for key, v in record.items()]
     columns = ["run", "wall s", "cases", "findings", "unchecked_input", "past 2^23/2^24"]
-    _record.write(args.out, "cuda-plants", device="cuda", table=_record.table(columns, rows),
-                  figures={key: v.get("findings") for key, v in record.items()})
-    return 0
+    _record.write(out, "cuda-plants", device="cuda", table=_record.table(columns, rows),
+                  figures={key: v.get("findings") for key, v in record.items()}, complete=complete)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,7 @@ def main() -> int:
         for summary in planted.get("unchecked", [])[:3]:
             print(f"    {summary}")
         record["planted"] = planted
+        _keep(args, record, rows, complete=False)
     print("\n| op | cases | wall s (differential on) | wall s (--refusals 0) | unchecked_input | note |")
     print("| --- | ---: | ---: | ---: | ---: | --- |")
     for op in args.ops.split(","):
@@ -100,11 +101,17 @@ def main() -> int:
         print("| " + " | ".join(str(c) for c in row) + " |", flush=True)
         for summary in with_it.get("unchecked", [])[:4]:
             print(f"    {summary}")
+        _keep(args, record, rows, complete=False)  # what ran so far, should --limit stop the next op
+    _keep(args, record, rows, complete=True)
+    return 0
+
+
+def _keep(args, record: dict, rows: list, *, complete: bool) -> None:
+    """The record of the runs so far (``complete``: all of them), and each run's detail beside it."""
     with open(os.path.join(args.out, "refusals-detail.json"), "w") as f:
         json.dump(record, f, indent=1)
     _record.write(args.out, "refusals", device=args.device, table=_record.table(["op", "cases", "on s", "off s", "unchecked_input", "note"], rows),
-                  figures={"planted_found": len(record["planted"].get("unchecked", []))})
-    return 0
+                  figures={"planted_found": len(record["planted"].get("unchecked", []))}, complete=complete)
 
 
 if __name__ == "__main__":

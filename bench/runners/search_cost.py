@@ -55,9 +55,11 @@ def cli(args: list[str], tmp: str, cap: float | None = None) -> tuple[float, dic
         return seconds, json.load(f), ran.stdout
 
 
-def pointed(count: int, names: list[str] | None = None, device: str | None = None, cap: float | None = None) -> dict:
+def pointed(count: int, names: list[str] | None = None, device: str | None = None, cap: float | None = None,
+            keep=lambda made: None) -> dict:
     """Pointed runs with defaults (and ``--device``): ``names``, or every k-th op of the catalog. A run stopped at
-    ``cap`` seconds is listed as stopped and counted at ``cap`` in the median (a lower bound)."""
+    ``cap`` seconds is listed as stopped and counted at ``cap`` in the median (a lower bound). ``keep(made)`` is handed
+    what ran so far after each op (a record a ``--limit`` cannot take away)."""
     from torchsleuth import resolve_ops
 
     if names:
@@ -77,11 +79,17 @@ def pointed(count: int, names: list[str] | None = None, device: str | None = Non
         wall = f"stopped at {cap:.0f}" if document.get("stopped") else round(seconds, 1)
         rows.append([op, document["cases"], wall, len(document["findings"]), spent])
         print(f"| {op} | {document['cases']} | {wall} | {len(document['findings'])} | {spent} |", flush=True)
+        keep(_pointed_made(times, rows))
+    made = _pointed_made(times, rows)
+    print(f"\nmedian {made['figures']['median_s']:.1f} s over {len(ops)} ops; slowest {made['figures']['slowest']} {made['figures']['slowest_s']:.1f} s")
+    return made
+
+
+def _pointed_made(times: dict, rows: list) -> dict:
     slowest = max(times, key=times.get)
-    print(f"\nmedian {statistics.median(times.values()):.1f} s over {len(ops)} ops; slowest {slowest} {times[slowest]:.1f} s")
     return {"table": _record.table(["op", "cases", "wall s", "findings", "case seconds by kind"], rows),
             "figures": {"median_s": round(statistics.median(times.values()), 1), "slowest": slowest, "slowest_s": round(times[slowest], 1),
-                        "stopped": sum(1 for r in rows if isinstance(r[2], str))}}
+                        "stopped": sum(1 for r in rows if isinstance(r[2], str)), "ops": len(rows)}}
 
 
 def breakdown(db: str) -> str:
@@ -166,11 +174,12 @@ def main() -> int:
 
     print(f"torch {torch.__version__}, {len(os.sched_getaffinity(0))} CPUs, python {sys.version.split()[0]}\n")
     if args.what == "pointed":
-        made = pointed(args.ops, args.names.split(",") if args.names else None, args.device, args.cap)
+        made = pointed(args.ops, args.names.split(",") if args.names else None, args.device, args.cap,
+                       keep=lambda so_far: _record.write(args.out, "search-cost", **so_far, complete=False))
     else:
         made = catalog(args.out if args.keep else None, ["--search none"] if args.without is None else args.without, args.every,
                        args.with_, args.device)
-    _record.write(args.out, "search-cost", **made)
+    _record.write(args.out, "search-cost", **made, complete=True)
     return 0
 
 
