@@ -133,9 +133,9 @@ def compiled_variant(finding: Finding, torch_version: str, dynamic: bool) -> str
     end = text.find("\n\n", at + 1) if at >= 0 else -1
     if end < 0:  # no call to compile: the generic script says why
         return text
-    text = text[:end + 1] + "eager_call = call\n" + _COMPILED_CALL.format(dynamic=dynamic) + text[end + 1:]
     if finding.reference != "determinism":
-        return text
+        return text[:end + 1] + _COMPILED_CALL.format(dynamic=dynamic) + text[end + 1:]
+    text = text[:end + 1] + "eager_call = call  # the reference, kept before call is compiled\n" + _COMPILED_CALL.format(dynamic=dynamic) + text[end + 1:]
     return (text.replace(_TWICE, _EAGER_FIRST).replace("the same call twice, bit for bit", "eager, then compiled, on copies of one storage, bit for bit")
             .replace("the same call gives the same bits twice", "compiled and eager agree on copies of one storage"))
 
