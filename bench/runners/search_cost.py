@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -56,10 +57,11 @@ def cli(args: list[str], tmp: str, cap: float | None = None) -> tuple[float, dic
 
 
 def pointed(count: int, names: list[str] | None = None, device: str | None = None, cap: float | None = None,
-            keep=lambda made: None) -> dict:
+            keep=lambda made: None, findings: str | None = None, with_: str = "") -> dict:
     """Pointed runs with defaults (and ``--device``): ``names``, or every k-th op of the catalog. A run stopped at
     ``cap`` seconds is listed as stopped and counted at ``cap`` in the median (a lower bound). ``keep(made)`` is handed
-    what ran so far after each op (a record a ``--limit`` cannot take away)."""
+    what ran so far after each op (a record a ``--limit`` cannot take away); ``findings``: a directory each run's
+    findings file is copied to (``pointed-OP.json``), for triage; ``with_``: flags after ``--ops`` ("--time 0")."""
     from torchsleuth import resolve_ops
 
     if names:
@@ -68,26 +70,48 @@ def pointed(count: int, names: list[str] | None = None, device: str | None = Non
         everything = resolve_ops(None)
         step = len(everything) / count
         ops = [everything[int(i * step)] for i in range(count)]
-    print("| op | cases | wall s | findings | case seconds by kind (summed over workers) |")
-    print("| --- | ---: | ---: | ---: | --- |")
+    print("| op | cases | wall s | sweep s | findings | left out by the time target | case seconds by kind (summed over workers) |")
+    print("| --- | ---: | ---: | ---: | ---: | --- | --- |")
     times, rows = {}, []
     for op in ops:
         with tempfile.TemporaryDirectory() as tmp:
-            seconds, document, _ = cli(["--ops", op, *(["--device", device] if device else [])], tmp, cap)
+            seconds, document, stdout = cli(["--ops", op, *(["--device", device] if device else []), *with_.split()], tmp, cap)
             spent = breakdown(os.path.join(tmp, "out", "runs.db"))
+            if findings and not document.get("stopped"):
+                shutil.copy(os.path.join(tmp, "f.json"), os.path.join(findings, f"pointed-{op}.json"))
         times[op] = seconds
         wall = f"stopped at {cap:.0f}" if document.get("stopped") else round(seconds, 1)
-        rows.append([op, document["cases"], wall, len(document["findings"]), spent])
-        print(f"| {op} | {document['cases']} | {wall} | {len(document['findings'])} | {spent} |", flush=True)
+        swept, left = _summary(stdout)
+        rows.append([op, document["cases"], wall, swept, len(document["findings"]), left, spent])
+        print(f"| {op} | {document['cases']} | {wall} | {swept} | {len(document['findings'])} | {left} | {spent} |", flush=True)
         keep(_pointed_made(times, rows))
     made = _pointed_made(times, rows)
     print(f"\nmedian {made['figures']['median_s']:.1f} s over {len(ops)} ops; slowest {made['figures']['slowest']} {made['figures']['slowest_s']:.1f} s")
     return made
 
 
+def _notes(stdout: str) -> list[tuple[str, str]]:
+    """The summary's notes, each whole (the terminal wraps them): (kind, text)."""
+    import re
+
+    text = " ".join(stdout.split())
+    return re.findall(r"note \(([a-z ]+)\): (.*?)(?= note \(| kernel coverage| reached by| float64 judged| repro scripts:| database:|$)", text)
+
+
+def _summary(stdout: str) -> tuple[str, str]:
+    """From a run's summary: its sweep's seconds ("N cases in S s"), and what the time target left out ("L of P"),
+    "-" where it says nothing of either."""
+    import re
+
+    text = " ".join(stdout.split())
+    swept = re.search(r"cases in ([0-9.]+) s", text)
+    left = re.search(r"the time target \(([0-9.e+-]+) s\) left out ([0-9,]+) of the ([0-9,]+) oracle and searched cases", text)
+    return (swept.group(1) if swept else "-"), (f"{left.group(2)} of {left.group(3)}" if left else "-")
+
+
 def _pointed_made(times: dict, rows: list) -> dict:
     slowest = max(times, key=times.get)
-    return {"table": _record.table(["op", "cases", "wall s", "findings", "case seconds by kind"], rows),
+    return {"table": _record.table(["op", "cases", "wall s", "sweep s", "findings", "left out by the time target", "case seconds by kind"], rows),
             "figures": {"median_s": round(statistics.median(times.values()), 1), "slowest": slowest, "slowest_s": round(times[slowest], 1),
                         "stopped": sum(1 for r in rows if isinstance(r[2], str)), "ops": len(rows)}}
 
@@ -132,9 +156,9 @@ def catalog(keep: str | None, without: list[str], every: int = 1, with_: str = "
             compiled = _compiled(os.path.join(folder, "out", "runs.db"))
         rows.append([name, document["cases"], round(seconds[name], 1), len(document["findings"]), compiled])
         print(f"| {name} | {document['cases']} | {seconds[name]:.1f} | {len(document['findings'])} | {compiled} |", flush=True)
-        for line in stdout.splitlines():
-            if "note (search)" in line or "budget" in line or "note (compile)" in line:
-                print(f"    {line.strip()}")
+        for kind, text in _notes(stdout):
+            if kind in ("search", "compile", "refusals", "time"):
+                print(f"    note ({kind}): {text}")
     first, *others = seconds
     for other in others:
         print(f"\nratio of {first} to {other}: {seconds[first] / seconds[other]:.2f}")
@@ -161,13 +185,15 @@ def main() -> int:
     parser.add_argument("--names", help="pointed: these ops (comma-separated) in place of every k-th of the catalog")
     parser.add_argument("--device", help="the device the runs sweep (default the CLI's)")
     parser.add_argument("--cap", type=float, metavar="S", help="pointed: stop each run after S seconds and say so")
-    parser.add_argument("--keep", action="store_true", help="catalog: keep each run's database, findings file and repros under --out")
+    parser.add_argument("--keep", action="store_true", help="catalog: keep each run's database, findings file and repros under --out; "
+                                                            "pointed: each run's findings file (--out/pointed-OP.json)")
     parser.add_argument("--every", type=int, default=1, metavar="K", help="catalog: every K-th op of the catalog only (default 1: all)")
     parser.add_argument("--without", action="append", metavar="FLAGS",
                         help="catalog: a run with these flags after the defaults' (repeatable; default '--search none'; "
                              "'' the defaults alone)")
     parser.add_argument("--with", dest="with_", default="", metavar="FLAGS",
-                        help="catalog: the first run's flags after the defaults' ('--compile'); the --without runs leave them out")
+                        help="catalog: the first run's flags after the defaults' ('--compile'); the --without runs leave them out; "
+                             "pointed: every run's flags ('--time 0')")
     parser.add_argument("--out", required=True, metavar="DIR")
     args = parser.parse_args()
     import torch
@@ -175,7 +201,8 @@ def main() -> int:
     print(f"torch {torch.__version__}, {len(os.sched_getaffinity(0))} CPUs, python {sys.version.split()[0]}\n")
     if args.what == "pointed":
         made = pointed(args.ops, args.names.split(",") if args.names else None, args.device, args.cap,
-                       keep=lambda so_far: _record.write(args.out, "search-cost", **so_far, complete=False))
+                       keep=lambda so_far: _record.write(args.out, "search-cost", **so_far, complete=False),
+                       findings=args.out if args.keep else None, with_=args.with_)
     else:
         made = catalog(args.out if args.keep else None, ["--search none"] if args.without is None else args.without, args.every,
                        args.with_, args.device)

@@ -80,6 +80,10 @@ class SweepConfig:
     # on a device where a bad index asserts: the cases per op and dtype whose values the CPU refuses that are sent to
     # the device after the sweep, each alone (shrink.refusals; 0: none)
     refusals: int = 0
+    # the seconds the run aims to end within (0: none); its sweep's oracle and searched cases stop at ``deadline``, the
+    # wall-clock second its share of them ends, set when the sweep begins (run.deadline)
+    time_target: float = 0.0
+    deadline: float = 0.0
 
     def __post_init__(self) -> None:
         check_executor(self.executor, self.ray_address)
@@ -87,7 +91,7 @@ class SweepConfig:
     def key(self) -> str:
         """Identifies what is swept (not how fast, nor where): a rerun with the same key resumes, on either executor."""
         fields = asdict(self)
-        for how in ("workers", "timeout", "threads", "shrink", "executor", "ray_address", "gpus", "refusals"):
+        for how in ("workers", "timeout", "threads", "shrink", "executor", "ray_address", "gpus", "refusals", "time_target", "deadline"):
             fields.pop(how)
         for added in ("search", "budget", "budget_seconds", "probe_dtypes", "sampled"):  # absent at their defaults: older runs keep their keys
             if fields[added] == _DEFAULTS[added]:

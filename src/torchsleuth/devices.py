@@ -112,3 +112,16 @@ def _gpu_works(environment: dict[str, str]) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
+
+
+def works(device: str) -> bool:
+    """Whether the device still runs a kernel in this process (a CUDA error can poison it)."""
+    if device == "cpu":
+        return True
+    try:
+        module = getattr(torch, torch.device(device).type)
+        probe = torch.ones(1, device=device) + 1
+        module.synchronize()
+        return float(probe) == 2.0
+    except Exception:
+        return False

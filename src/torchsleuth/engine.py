@@ -8,7 +8,10 @@ References are shared by the cases of a sample that see the same values.
 
 It yields ``("begin", case_id)`` before each case and ``("outcome",
 Outcome)`` after, so that the process running it can tell which case was in
-flight if the worker dies or stops answering.
+flight if the worker dies or stops answering. A part of a unit split among
+workers (workers.parts: ``skip`` says which) runs its own cases of the
+unit, or of its stage; past the run's deadline, only the samples' own
+(run.deadline).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from typing import Any, Callable, Iterator
 import torch
 
 from .cases import opinfo, reach
-from .cases.plan import cases_for, spread
+from .devices import works as device_works
+from .cases.plan import cases_for
 from .cases.records import Case, Unit
 from .config import SweepConfig
 from .judge.isolation import isolation_outcome
@@ -32,10 +36,10 @@ from .judge.calls import functional_of as _functional
 from .judge.verdict import judge, one_line
 from .judge.plugin import BUILTIN, Registry, Subject, Swept
 from .judge.records import Outcome
-from .run import call, probe, tree
+from .run import call, deadline, probe, tree
 from . import search
 from .search import edits
-from .run.samples import samples_of
+from .run.samples import chosen_samples, samples_of
 from .run.evidence import Evidence
 from .run.facts import of_references as facts_of
 from .run.facts import facts as read_facts
@@ -59,6 +63,8 @@ class _Unit:
     skip: frozenset[str]
     only: str | None
     oracles: Registry
+    clock: deadline.Clock  # the run's time target: which oracle and searched cases still run (run.deadline)
+    stage: str | None  # a staged part's (workers.parts): which of the unit's cases it runs (run.deadline.in_stage)
 
 
 def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset(), *, only: str | None = None,
@@ -71,11 +77,13 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
     backward_ok = probe.backward_allowed(entry, torch.device(unit.device).type, dtype)  # a probed dtype's once its probe passed
     variants = tuple(v for v in config.variants if v in functions and (v != "backward" or backward_ok))
     this = _Unit(unit=unit, config=config, entry=entry, functions=functions, variants=variants, skip=skip, only=only, oracles=oracles,
-                 override=opinfo.tolerance_override(entry, torch.device(unit.device).type, dtype))
+                 override=opinfo.tolerance_override(entry, torch.device(unit.device).type, dtype),
+                 clock=deadline.Clock(deadline=0.0 if only is not None else deadline.earliest(config.deadline, getattr(skip, "until", 0.0))),
+                 stage=getattr(skip, "stage", None))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         samples = samples_of(unit.op, unit.dtype)  # cached: the shrink stage asks again in this worker
-        chosen = _chosen(samples, config.samples)
+        chosen = chosen_samples(samples, config.samples)
         # a dtype OpInfo does not declare (SweepConfig.probe_dtypes): swept only if the kernel takes it (run.probe)
         refused = None if probe.declared(entry, unit) else (yield from probe.probe(unit, functions["functional"], samples, chosen, skip, only))
         if refused:
@@ -88,8 +96,10 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
         for position, index in enumerate(chosen):
             if only is not None and Case.parse(only).sample != index:
                 continue
-            if only is None or not Case.parse(only).edits:
+            if this.stage != "searched" and (only is None or not Case.parse(only).edits):
                 yield from _run_sample(this, samples[index], index, dataclasses.replace(swept, position=position, count=len(chosen)))
+            if this.stage == "base":
+                continue
             planned: dict[tuple[str, ...], list[str]] = {}  # edits -> the variants they were planned for, in order
             for variant in variants:
                 for edits in search.plan(config.search, unit.op, variant, unit.dtype, samples[index], unit.device):
@@ -107,25 +117,12 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
         # pick is its own budget, so they run beside the searched cases the sweep's budget keeps
         picked = oracles.picked(config.oracles, unit, [c for c in searched if not c.oracle], dataclasses.replace(swept, searched=True))
         yield from _run_search(this, searched, picked)
+        if this.clock.note():
+            yield "note", this.clock.note()
 
 
 # A worker's exit status when torchsleuth failed on a case (see run_unit).
 TAINTED = 3
-
-# Samples with more tensor elements than this are left to --samples 0: every
-# layout of a 5-D tensor of a million elements costs seconds, and only
-# grid_sampler_3d has such samples.
-MAX_SAMPLE_ELEMENTS = 1 << 18
-
-
-def _chosen(samples: list, count: int) -> list[int]:
-    """Indices of ``count`` samples spread over the list (all for 0), leaving out the huge ones."""
-    if count == 0:
-        return list(range(len(samples)))
-    sizes = [sum(t.numel() for t in tree.call_leaves((s.input, *s.args), s.kwargs).values()) for s in samples]
-    affordable = [i for i, size in enumerate(sizes) if size <= MAX_SAMPLE_ELEMENTS] or [min(range(len(samples)), key=sizes.__getitem__)] if samples else []
-    return [affordable[i] for i in spread(len(affordable), count)]
-
 
 def _reference_maker(functions: dict, sample, dtype: str, entry=None, own=None, refuse: bool = True):
     """``references(case)``: the references of a sample's cases, each base case made once (float64 through the
@@ -188,7 +185,7 @@ def _run_sample(this: _Unit, sample, index: int, swept: Swept) -> Iterator[Event
 
 def _run_cases(this: _Unit, cases: list[Case], sample, references) -> Iterator[Event]:
     for case in cases:
-        if case.id in this.skip or (this.only is not None and case.id != this.only):
+        if case.id in this.skip or (this.only is not None and case.id != this.only) or not _staged(this, case, searched=False):
             continue
         yield from _judged(case, lambda case=case: _run_case(
             case, this.entry, this.functions[case.variant], sample, references, this.override, this.oracles), this.config, this.only)
@@ -236,32 +233,26 @@ def _run_search(this: _Unit, planned: list[Case], picked: list[Case] = ()) -> It
                 yield from _judged(case, lambda case=case: run_case(case, oracles, refuse=False), config, only)
         return
     chosen = search.within(planned, config.budget)
+    if this.clock.deadline:  # any share of them that runs is spread over the plan (run.deadline)
+        chosen = deadline.spread(chosen)
     started, ran = time.monotonic(), 0
     for case in chosen:
         if config.budget_seconds and time.monotonic() - started > config.budget_seconds:
             break
         ran += 1
-        if case.id in skip:
+        if case.id in skip or not _staged(this, case, searched=True):
             continue
         yield from _judged(case, lambda case=case: run_case(case, oracles), config, only)
     for case in picked:
-        if case.id not in skip:
+        if case.id not in skip and _staged(this, case, searched=True):
             yield from _judged(case, lambda case=case: run_case(case, oracles), config, only)
-    if ran < len(planned):
+    if ran < len(planned) and this.stage in (None, "searched"):
         yield "note", f"search {ran}/{len(planned)}"
 
 
-def device_works(device: str) -> bool:
-    """Whether the device still runs a kernel in this process (a CUDA error can poison it)."""
-    if device == "cpu":
-        return True
-    try:
-        module = getattr(torch, torch.device(device).type)
-        probe = torch.ones(1, device=device) + 1
-        module.synchronize()
-        return float(probe) == 2.0
-    except Exception:
-        return False
+def _staged(this: _Unit, case: Case, *, searched: bool) -> bool:
+    """Whether ``case`` (run by the search, or with its sample) is this part's stage's, and its time is not up."""
+    return deadline.in_stage(this.stage, slow=this.oracles.slower(case.id) > 1, searched=searched) and this.clock.runs(case)
 
 
 def describe(unit: Unit | None, config: SweepConfig, case_id: str):

@@ -32,10 +32,12 @@ from . import devices
 from .cases import opinfo, select, unreached
 from .cases.records import Unit
 from .config import SweepConfig
-from .engine import describe, device_works, run_unit
+from .devices import works as device_works
+from .engine import describe, run_unit
 from .frame import Frame, Progress, SweepResult, pool_callbacks, run_frame, worker_log
 from .judge.plugin import BUILTIN, Registry
 from .report import groups as grouping, repro
+from .run import deadline
 from .run.imports import load_imports
 from .search import edits, registry as search_registry
 from .shrink import attribute, refusals, stage
@@ -60,7 +62,7 @@ def _work(item, config: SweepConfig, skip: frozenset[str], only: str | None, *, 
 
 def warm(config: SweepConfig) -> None:
     """What a worker does before its first unit, so that a spare is ready when it is needed: OpInfo's catalog loaded,
-    the user's imports made, the device's context made (by the probe kernel engine.device_works runs). A worker whose
+    the user's imports made, the device's context made (by the probe kernel devices.works runs). A worker whose
     device cannot run that kernel judges nothing: ``DeviceUnavailable`` (the pool fails its unit, saying why)."""
     load_imports(config.imports)
     opinfo.catalog()
@@ -92,6 +94,9 @@ CATALOG_BUDGET = 4
 # pointed run, and in a catalog run.
 POINTED_REFUSALS = 16
 CATALOG_REFUSALS = 4
+# The seconds a pointed run aims to end within (run.deadline: past its sweep's share, oracle and searched cases are left
+# out and counted); a catalog run has its budget instead.
+POINTED_SECONDS = 120.0
 
 
 def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), oracles: Registry = BUILTIN) -> SweepConfig:
@@ -99,7 +104,7 @@ def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), ora
 
     Deep (a run pointed at a few ops): every sample, the cheap oracles, every search the config names with no budget,
     the dtypes the ops do not declare probed, ``POINTED_REFUSALS`` refused cases per op and dtype sent to a device where
-    a bad index asserts (shrink.refusals), and, with the ``overloads`` search, the overloads of the ops' packets
+    a bad index asserts (shrink.refusals), ``POINTED_SECONDS`` to end within (run.deadline), and, with the ``overloads`` search, the overloads of the ops' packets
     their samples never reach, swept from their schema (``cases.unreached``).
     Catalog: the config's samples, no oracle but those asked for, the searches and the cases of the sampled oracles
     (``Oracle.sampled``) within ``CATALOG_BUDGET`` cases per op and dtype, ``CATALOG_REFUSALS`` refused cases.
@@ -116,6 +121,8 @@ def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), ora
             changes["probe_dtypes"] = True
         if "refusals" not in given:
             changes["refusals"] = POINTED_REFUSALS
+        if "time_target" not in given:
+            changes["time_target"] = POINTED_SECONDS
         for name in config.search:  # what a search sweeps beside the ops pointed at (Search.pointed_ops)
             widen = search_registry.get(name).pointed_ops
             if widen is not None:
@@ -139,6 +146,7 @@ def sweep(config: SweepConfig, *, db: str | Path, progress: Progress | None = No
     Rerun after a kill, the same call resumes the unfinished run.
     """
     begin_workers(config.device, config.workers, config.executor)  # before anything is stored; loads while units are planned
+    config = dataclasses.replace(config, deadline=deadline.deadline(config.time_target))  # the run's time target, from now
     scripts = functools.partial(repro.write_scripts, oracles=oracles, imports=config.imports)
     with run_frame(config, db=db, progress=progress, out=out, json=json, junit=junit, scripts=scripts) as frame:
         units = select.units(config.ops, config.dtypes, config.device, probe=config.probe_dtypes)
@@ -235,7 +243,7 @@ def _pool(config: SweepConfig, db: str | Path, oracles: Registry) -> Pool | RayP
     """One pool for a sweep and its shrink stage, local or Ray (``config.executor``); an oracle's case may take its
     ``slower`` times the timeout."""
     work = Work(run=functools.partial(_work, oracles=oracles), describe=_describe, config=config, slower=oracles.slower, share=_shareable)
-    settings = Settings(workers=config.workers, timeout=config.timeout, threads=config.threads, log=worker_log(db))
+    settings = Settings(workers=config.workers, timeout=config.timeout, threads=config.threads, log=worker_log(db), deadline=config.deadline)
     if config.executor == "ray":  # a Ray task is a process Ray keeps; it is not replaced as a local worker is
         return RayPool(work, settings, address=config.ray_address)
     outside, remark, workers = devices.outside_mps(config.device), "", config.workers

@@ -141,3 +141,19 @@ def test_a_probe_that_kills_its_worker_is_a_crash_of_that_call(tmp_path, run_swe
     [finding] = result.findings
     assert (finding.kind, finding.dtype, finding.variant) == ("crash", "int64", "functional")
     assert not result.failed_units
+
+
+def test_every_part_of_a_split_unit_whose_dtype_the_kernel_refuses_runs_nothing_and_one_part_tells_the_skip():
+    # A unit split among workers (workers.parts): the probe's case is one part's; the other parts make its call
+    # unreported and run none of their own cases, which would each be `raised` in a dtype the kernel refuses.
+    from torchsleuth.engine import run_unit
+    from torchsleuth.workers.parts import Leaving
+
+    config = probed("bitwise_not", "float32", variants=("functional", "method", "inplace", "out"))
+    unit = Unit(op="bitwise_not", dtype="float32", device="cpu")
+    events = [[event for event in run_unit(unit, config, Leaving(set(), (part, 3)))] for part in range(3)]
+    outcomes = [[payload for kind, payload in part if kind == "outcome"] for part in events]
+    assert sorted(len(o) for o in outcomes) == [0, 0, 1]
+    [skip] = sum(outcomes, [])
+    assert skip.status == "skip" and skip.reason.startswith("the kernel refuses float32")
+    assert all(("note", "probe refused") in part for part in events)

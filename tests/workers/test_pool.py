@@ -25,7 +25,7 @@ import torchsleuth.sweep  # noqa: F401  (sys.modules["torchsleuth.sweep"]: the a
 from torchsleuth import devices
 from torchsleuth.errors import UsageError
 from torchsleuth.workers.records import Callbacks, Settings, Work
-from torchsleuth.workers.parts import Leaving, in_part
+from torchsleuth.workers.parts import Leaving, Part, Timed, in_part, plan, sliced, upfront
 from torchsleuth.workers.shares import after_hang_share, first_share, searched_share
 from torchsleuth.workers.pool import DeviceLost, DeviceUnavailable, Pool
 
@@ -494,6 +494,110 @@ def test_once_no_unit_is_left_a_unit_going_on_after_a_crash_is_split_among_the_i
     assert all(("outcomes", c) in before for c in ["a", *rest]) and any(k == "failed" and item[0] == "die" for k, item in before), seen["order"]
     ran_rest = {pid for _, pid, what in _lines(log) if what in {f"case {c}" for c in rest}}
     assert len(ran_rest) == (3 if share else 1)
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_a_run_with_fewer_units_than_workers_splits_them_up_front_and_runs_each_case_once(tmp_path, share):
+    # One unit of 30 cases, three workers: split up front (workers.parts.upfront) into three parts, one a worker,
+    # every case once and the unit told done once, after all of them; without ``share`` one worker runs it all.
+    log = tmp_path / "log"
+    cases = [f"c{i}" for i in range(30)]
+    pool = Pool(Work(run=_work, describe=_describe, config=str(log), share=(lambda unit: True) if share else None),
+                Settings(workers=3, timeout=30, spares=0))
+    seen = _run(pool, [("one", cases)])
+    assert sorted(seen["outcomes"]) == sorted(cases) and seen["done"] == [("one", "done")]
+    assert seen["order"][-1] == ("done", ("one", "done"))
+    ran = {pid for _, pid, what in _lines(log) if what.startswith("case ")}
+    assert len(ran) == (3 if share else 1)
+
+
+def test_units_are_split_up_front_only_where_they_are_fewer_than_the_workers():
+    units = [("a",), ("b",)]
+    assert upfront(units, 16, lambda unit: True) == {id(units[0]): 16, id(units[1]): 16}  # two a worker, at most one a worker each
+    assert upfront(units * 3, 16, lambda unit: True) == {id(units[0]): 6, id(units[1]): 6}  # ceil(32 / 6)
+    assert upfront(units, 2, lambda unit: True) == {} and upfront(units, 16, None) == {}
+    assert upfront(units, 16, lambda unit: unit == ("a",)) == {id(units[0]): 16}
+    assert upfront([("a",)], 1, lambda unit: True) == {}
+
+
+def test_a_timed_part_that_left_cases_out_goes_out_again_while_there_is_time_and_its_notes_are_merged():
+    timed, unit, part = Timed(), ("u",), Part(0, 2, "searched")
+    timed.note(unit, part, "time 40/100")
+    assert timed.again(unit, part, time.time() + 60)  # out again: 40 left, a minute to go
+    timed.note(unit, part, "time 10/40")  # the second time it planned only what it had left
+    assert not timed.again(unit, part, time.time() - 1)  # the deadline passed: it stays as it is
+    timed.note(unit, Part(1, 2, "searched"), "time 5/90")
+    assert not timed.again(unit, Part(0, 2, "slow"), time.time() + 60)  # it sent no note: it left nothing out
+    assert timed.notes(unit) == ["time 10/100", "time 5/90"] and timed.notes(unit) == []
+    timed.note(unit, part, "time 0/7")
+    assert not timed.again(unit, part, time.time() + 60) and timed.notes(unit) == []
+
+
+def _thirds(unit, config, skip, only):
+    """A staged unit: its base stage runs the "b" cases; its searched stage at most 3 "s" cases a time out, saying how
+    many it left out (as a part whose slice ran out does); its slow stage has none."""
+    stage = getattr(skip, "stage", None)
+    mine = [case for case in unit[1] if case not in skip and case.startswith({"base": "b", "searched": "s"}.get(stage, "-"))]
+    for case in mine[:3]:
+        yield "begin", case
+        yield "outcome", case
+    if len(mine) > 3:
+        yield "note", f"time {len(mine) - 3}/{len(mine)}"
+
+
+def test_with_a_time_target_a_part_that_left_cases_out_goes_out_again_until_none_is_left(tmp_path):
+    seen, notes = [], []
+    pool = Pool(Work(run=_thirds, describe=_describe, config=None, share=lambda unit: True),
+                Settings(workers=1, timeout=30, spares=0, deadline=time.time() + 300))
+    cases = ["b1", "b2", *(f"s{i}" for i in range(8))]
+    pool.run([("one", cases)], Callbacks(skip_for=lambda unit: set(seen), on_outcome=lambda unit, outcome: seen.append(outcome),
+                                         on_failed=None, on_collateral=None, on_unit_done=lambda unit, state, detail: notes.append("done"),
+                                         on_note=lambda unit, note: notes.append(note)))
+    assert sorted(seen) == sorted(cases)  # every case once: the searched part went out three times, 3 + 3 + 2
+    assert notes == ["done"]  # nothing left out in the end, so no time note
+
+
+def test_with_a_time_target_every_units_base_stage_goes_out_before_any_timed_stage():
+    a, b, c = ("a",), ("b",), ("c",)
+    items = plan([a, b, c], 2, lambda unit: unit != c, staged=True)
+    assert [(unit, part.stage if part else None) for unit, part in items] == [
+        (a, "base"), (b, "base"), (c, None), (a, "searched"), (a, "slow"), (b, "searched"), (b, "slow")]
+    assert plan([a, b, c], 2, lambda unit: True, staged=False) == [(a, None), (b, None), (c, None)]
+    split = plan([a], 2, lambda unit: True, staged=True)  # fewer units than workers: split up front too, in every stage
+    assert [(part.index, part.count, part.stage) for _, part in split] == [
+        (0, 2, "base"), (1, 2, "base"), (0, 2, "searched"), (0, 2, "slow"), (1, 2, "searched"), (1, 2, "slow")]
+
+
+def test_a_timed_part_gets_its_slice_of_the_time_left_and_the_last_ones_the_deadline():
+    searched, slow = Part(0, 1, "searched"), Part(0, 1, "slow")
+    cut = lambda part, waiting, now: sliced(part, waiting, workers=2, deadline=1100.0, now=now)  # noqa: E731
+    assert cut(searched, [slow, searched, slow] * 2 + [slow], 1000.0).until == 1025.0  # 100 s left, 8 parts, 2 at once
+    assert cut(slow, [Part(0, 1, "base")], 1060.0).until == 1100.0  # among the last two: the deadline
+    assert cut(Part(0, 1, "base"), [], 1000.0).until == 0.0  # a base part stops at the run's deadline alone
+    assert sliced(searched, [], workers=2, deadline=0.0).until == 0.0  # no time target: no slice
+
+
+def _noting(unit, config, skip, only):
+    """Each part of the unit sends a note it says alike and one that counts its own cases (a ``time`` note)."""
+    yield "note", "search 3/9"
+    mine = [case for case in unit[1] if case not in skip]
+    yield "note", f"time {len(mine)}/{len(mine)}"
+    for case in mine:
+        yield "begin", case
+        yield "outcome", case
+
+
+def test_a_split_units_parts_each_send_their_own_counts_and_the_notes_they_share_once():
+    notes = []
+    pool = Pool(Work(run=_noting, describe=_describe, config=None, share=lambda unit: True), Settings(workers=3, timeout=30, spares=0))
+    cases = [f"c{i}" for i in range(30)]
+    pool.run([("one", cases)], Callbacks(skip_for=lambda unit: set(), on_outcome=lambda unit, outcome: None, on_failed=None,
+                                         on_collateral=None, on_unit_done=lambda unit, state, detail: None,
+                                         on_note=lambda unit, note: notes.append(note)))
+    assert notes.count("search 3/9") == 1
+    counts = [int(note.split()[1].split("/")[0]) for note in notes if note.startswith("time ")]
+    assert len(counts) == 3 and sum(counts) == 30
+    assert notes[-3:] == [note for note in notes if note.startswith("time ")]  # held until the unit is done
 
 
 def test_a_part_leaves_out_the_cases_of_the_other_parts_and_the_parts_cover_the_unit():

@@ -74,6 +74,22 @@ def seconds(text: str) -> float:
     return value
 
 
+def time_target(text: str) -> float:
+    """``--time``: ``N``, ``Ns`` or ``Nm`` (seconds or minutes, >= 0), or ``none``; 0.0 for none."""
+    number, scale = text.strip().lower(), 1.0
+    if number == "none":
+        return 0.0
+    if number.endswith(("s", "m")):
+        number, scale = number[:-1].strip(), 60.0 if number.endswith("m") else 1.0
+    try:
+        value = float(number) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds (120, 120s), minutes (2m), 0 or none, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0 (120, 120s), minutes (2m), 0 or none, got {text!r}")
+    return value
+
+
 def imports(names: list[str]) -> tuple[str, ...]:
     """The --import modules, loaded here (and kept) so that a broken one stops the command before it starts."""
     from ..run.imports import load_imports

@@ -13,9 +13,10 @@ from ..errors import ExitCode, UsageError
 from ..judge.plugin import BUILTIN, family
 from ..workers import ray_pool
 from ..search import registry as search_registry
-from ..sweep import CATALOG_BUDGET, CATALOG_REFUSALS, POINTED_OPS, POINTED_REFUSALS, begin_workers, depth
+from ..run.deadline import SHARE
+from ..sweep import CATALOG_BUDGET, CATALOG_REFUSALS, POINTED_OPS, POINTED_REFUSALS, POINTED_SECONDS, begin_workers, depth
 from ..config import DEFAULT_SAMPLES, EXECUTORS, check_executor
-from .arguments import budget, command, count, cpus, imports as load, seconds
+from .arguments import budget, command, count, cpus, imports as load, seconds, time_target
 
 EPILOG = f"""\
 layouts (--layouts, comma-separated; default all):
@@ -56,6 +57,10 @@ each op (compiled chains); --compile adds every sample's contiguous call,
 --no-compile (or --oracles given) leaves compiling out. A catalog run compiles only with --compile,
 and then within its budget: 4 cases of the cover, 1 searched case and 1 chain per op, the cover's
 share turned by the op so that the catalog walks all of it.
+A pointed run aims to end within {POINTED_SECONDS:g} s (--time): its units are split among the workers
+where they are fewer, and once {SHARE:.0%} of it is spent no more oracle or searched cases start
+(every sample's own cases still run; the searched ones run in an order spread over the whole plan,
+so the share that ran samples every search); the summary says how many were left out.
 A pointed run on CUDA also runs the large oracle (--large): sizes past 2^23, 2^24, 2^31 and 2^32
 elements as far as the GPU's free memory allows, each probe skipped, saying why, where it does not
 fit; --large none (or --oracles given) leaves it out.
@@ -111,6 +116,11 @@ def add_parser(commands) -> None:
                         f"sent to the GPU after the sweep, each where a device-side assert costs no other case; one the GPU "
                         f"returns from without error is an unchecked_input finding (default {POINTED_REFUSALS} in a pointed "
                         f"run, {CATALOG_REFUSALS} in a catalog one; 0: none)")
+    p.add_argument("--time", dest="time_target", type=time_target, metavar="SECONDS",
+                   help=f"the time the run aims to end within: past {SHARE * 100:.0f}%% of it, no more oracle or searched cases start "
+                        f"(every sample's own cases still run; the summary says how many were left out), the rest is for "
+                        f"the refusals, shrinking and diagnosis; 120, 120s, 2m; 0 or none: run them all "
+                        f"(default {POINTED_SECONDS:g} s in a pointed run, none in a catalog one)")
     p.add_argument("--workers", type=count, metavar="N",
                    help="worker processes (default: one per CPU); 0 runs in this process, without crash isolation; "
                         "with --executor ray, the units in flight at once (default: one per CPU of the cluster, or per GPU on cuda)")
@@ -196,7 +206,7 @@ def run(args) -> int:
         executor=args.executor, ray_address=args.ray_address, gpus=gpus,
     )
     deep = args.depth == "deep" or (args.depth == "auto" and args.ops is not None and len(ops) <= POINTED_OPS)
-    config = depth(config, deep=deep, given={name for name in ("samples", "oracles", "budget", "probe_dtypes", "refusals")
+    config = depth(config, deep=deep, given={name for name in ("samples", "oracles", "budget", "probe_dtypes", "refusals", "time_target")
                                           if getattr(args, name) is not None})
     if args.compile:  # pointed: the compile oracle in full; a catalog run: the compiled variant within its budget
         wanted = ("compile", "compile:sampled") if deep else ("compile:catalog",)
@@ -213,6 +223,8 @@ def run(args) -> int:
         config = dataclasses.replace(config, samples=args.samples)
     if args.refusals is not None:
         config = dataclasses.replace(config, refusals=args.refusals)
+    if args.time_target is not None:
+        config = dataclasses.replace(config, time_target=args.time_target)
     if not select.units(ops, dtypes, device, probe=config.probe_dtypes):
         raise UsageError(f"nothing to sweep: no selected op supports {', '.join(dtypes)} on {device}; `--list` shows each op's dtypes")
     config, executor = _executor(config, given=args.workers is not None)

@@ -47,6 +47,7 @@ from typing import Iterable, Sequence
 from ..cases.records import DEFAULT_DTYPES, LAYOUTS, Case
 from ..judge.records import Finding
 from . import groups as grouping
+from .notes import run_notes
 
 # The order statuses are shown in.
 STATUS_ORDER = ("pass", "finding", "raised", "skip", "error")
@@ -192,7 +193,7 @@ def build(result, groups: Sequence[grouping.Group] | None = None, *, repros: boo
         groups=_groups(shown, groups, reported, scripts),
         reasons=_reasons(result.reasons),
         failed_units=tuple(result.failed_units),
-        notes=_notes(result.notes) + _compiled(result.run.config, result.reasons.get("raised", {})),
+        notes=run_notes(result.notes, result.run.config, result.reasons.get("raised", {})),
         heatmaps=heatmaps(shown) if shown else (),
         flaky=tuple(_finding(f, "", f.case_id, "") for f in result.flaky),
         internal=tuple(_finding(f, "", f.case_id, "") for f in getattr(result, "internal", ())),
@@ -236,53 +237,6 @@ def _settings(config: dict) -> tuple[tuple[str, str], ...]:
     if config.get("probe_dtypes"):
         shown.append(("probe dtypes", "on: each op also in the dtypes it does not declare, where its kernel takes them"))
     return tuple(shown)
-
-
-def _notes(notes) -> tuple[tuple[str, str], ...]:
-    """The run's notes, the search's per-unit counts ("UNIT RAN/PLANNED") summed into one, the dtype probes counted."""
-    kept, ran, planned, units = [], 0, 0, 0
-    probed = {}  # unit -> "accepted" or "refused" (run.probe): once each, though a resumed unit says it again
-    for kind, detail in notes:
-        if kind == "probe":
-            probed[detail.rpartition(" ")[0]] = detail.rpartition(" ")[2]
-            continue
-        if kind != "search":
-            kept.append((kind, detail))
-            continue
-        done, _, of = detail.rpartition(" ")[2].partition("/")
-        ran, planned, units = ran + int(done), planned + int(of), units + 1
-    if units:
-        kept.append(("search", f"the budget left searched cases out in {units} op-and-dtype units: {ran:,} of their {planned:,} planned ran "
-                               "(every one in the others); --budget 0 runs them all"))
-    if probed:
-        accepted = sum(how == "accepted" for how in probed.values())
-        kept.append(("probe", f"{len(probed)} op-and-dtype units in dtypes OpInfo does not declare: {accepted} swept (the kernel took the "
-                              f"dtype), {len(probed) - accepted} refused (a skip each)"))
-    return tuple(kept)
-
-
-# How the compile oracle's compiled variant words a case torch.compile refused (oracles/compile/variant.py).
-COMPILE_RAISED = "torch.compile raised"
-
-
-def _compiled(config: dict, raised: dict[str, int]) -> tuple[tuple[str, str], ...]:
-    """The compiled variant's notes: that a pointed run sampled it, and every case torch.compile refused (loud: a
-    ``raised`` outcome, not a finding), counted and listed."""
-    notes = []
-    if "compile:sampled" in (config.get("oracles") or ()):
-        notes.append(("compile", "the compiled variant was sampled: at most 28 compiled cases per op (an all-pairs cover of "
-                                 "layout x dtype x variant, and 4 searched cases), each judged like its eager case, and at most 12 compiled "
-                                 "chains of 2 to 4 ops around it; --compile for every sample's "
-                                 "contiguous call too, --no-compile for none"))
-    if "compile:catalog" in (config.get("oracles") or ()):
-        notes.append(("compile", "the compiled variant within the catalog's budget: 4 compiled cases per op (a share of the "
-                                 "all-pairs cover of layout x dtype x variant, turned by the op), 1 searched case and 1 compiled chain; "
-                                 "a pointed run (--ops NAME) compiles up to 28 cases and 12 chains an op"))
-    failed = sorted(((n, reason) for reason, n in raised.items() if reason.startswith(COMPILE_RAISED)), key=lambda row: (-row[0], row[1]))
-    if failed:
-        listed = "; ".join(f"{reason} ({n})" if n > 1 else reason for n, reason in failed)
-        notes.append(("compile", f"{sum(n for n, _ in failed)} compiled case(s) raised in torch.compile (loud, not findings): {listed}"))
-    return tuple(notes)
 
 
 def _reasons(reasons: dict[str, dict[str, int]]) -> tuple[ReasonTable, ...]:

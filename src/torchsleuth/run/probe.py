@@ -50,14 +50,17 @@ def probe(unit: Unit, function, samples: list, chosen: list[int], skip: frozense
 
     ``chosen``: the indices of the samples the unit sweeps; the first is probed. A probe whose case is in ``skip``
     is not made again: the unit is resumed after it (it took the dtype, or its crash is already reported, and a
-    crash made again would loop).
+    crash made again would loop). A part of a split unit (workers.parts) whose probe is another part's makes the
+    call too, unreported, to know whether to run its own cases.
     """
     if not chosen:
         return None
     case = Case(op=unit.op, variant="functional", dtype=unit.dtype, device=unit.device, sample=chosen[0])
-    if case.id in skip:
+    theirs = getattr(skip, "theirs", lambda case_id: False)(case.id)  # a part of a split unit whose probe another part runs
+    if case.id in skip and not theirs:
         return None
-    yield "begin", case.id
+    if not theirs:
+        yield "begin", case.id
     refused = refusal(case, function, samples[chosen[0]])
     if only is None:
         yield "note", f"probe {'refused' if refused else 'accepted'}"

@@ -47,7 +47,8 @@ from .. import devices
 from ..cases.plan import spread
 from ..cases.records import Case
 from ..config import SweepConfig
-from ..engine import describe, device_works, run_case
+from ..devices import works as device_works
+from ..engine import describe, run_case
 from ..judge.isolation import isolation_outcome
 from ..judge.plugin import BUILTIN, Registry
 from ..judge.records import Finding, Mismatch, Outcome

@@ -32,7 +32,8 @@ import functools
 import itertools
 
 from ..config import SweepConfig
-from ..engine import device_works, run_case
+from ..devices import works as device_works
+from ..engine import run_case
 from ..judge.plugin import BUILTIN, Registry
 from ..judge.records import Finding
 from ..workers.records import Callbacks

@@ -42,17 +42,18 @@ slow the whole pool about fivefold. OpInfo's own samples keep the first share (a
 slow kernel compiled on first use, set aside, is compiled again in each fresh
 worker).
 
-A unit's rest is shared once nothing is left to hand out. Units go out in
-the ops' order, so a unit that crashes or hangs case after case can be the
-last one running while every other worker idles. When such a unit goes on
-after a failed case (the one moment its worker is fresh and told what to
-run) and workers are idle with no unit or replay to take, its remaining
-cases are split among them: each worker runs the unit with a ``part``
-(index, count) and leaves out the cases of the other parts (workers.parts); the
-unit is done when every part is. Only units ``share`` allows are
-split (the sweep's units, not the shrink stage's jobs), and a part is not
-split again. The notes a unit sends are taken from its first part only (each
-part plans the whole unit and says the same).
+Units are split into parts (workers.parts: a ``part`` runs only its own
+cases of the unit; the unit is done when every part is), only those
+``share`` allows (the sweep's, not the shrink stage's jobs). Up front, and
+in stages where the run has a time target: the queue holds (unit, part).
+And once nothing is left to hand out: a unit that crashes or hangs case
+after case can be the last one running while every other worker idles, so
+when it goes on after a failed case (the one moment its worker is fresh and
+told what to run) and workers idle, its rest is split among them; a part is
+not split again. A unit's notes are taken from its first part only (each
+plans the whole unit and says the same), but for the ``time`` notes, which
+count each part's own cases: held until the unit is done, a timed part that
+left cases out sent out again while there is time (workers.parts.Timed).
 
 ``Dispatcher.run`` is the loop both share: start the slots, hand out units,
 wait for whichever worker speaks, check the clocks of the others. A pool
@@ -67,33 +68,15 @@ in the slot), ``_kill`` (end a worker that hangs) and ``close``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections import Counter
 from typing import Callable, Iterable
 
-from .records import Callbacks
+from . import parts
+from .records import Callbacks, Slot
 
 # A worker that dies this many times on one unit outside any case is given
 # up on: the unit fails, the sweep goes on.
 SETUP_RETRIES = 1
-
-
-@dataclass(kw_only=True)
-class Slot:
-    """One unit in flight and where its cases stand; a pool's subclass adds its worker."""
-
-    unit: object = None
-    skip: set = field(default_factory=set)
-    in_flight: str | None = None  # case id begun and not finished
-    since: float = 0.0
-    limit: float = 0.0  # seconds the case in flight may take
-    setup_failures: int = 0
-    replaying: str | None = None  # case id being replayed alone after a failure
-    replayed: str = "pass"  # the status of the replay's outcome, where it sent one
-    set_aside: bool = False  # the replay is of a hang set aside: once settled, the slot takes the next unit
-    describing: tuple | None = None  # (case_id, kind, how) waiting for its description
-    call: object = None  # the description of the case replayed, sent by its worker before running it
-    part: tuple[int, int] | None = None  # (index, count): this slot runs one part of its split unit
-    extra: bool = False  # beyond the workers, for a hang's replay: ended once it is settled
 
 
 class Dispatcher:
@@ -108,6 +91,7 @@ class Dispatcher:
     after_hang: float = 1.0  # the share of a case setting values in a unit where such a case hung (after_hang_share)
     kin: Callable[[str], str | None] | None = None  # a case id -> what it shares with the cases that hang with it
     share: Callable[[object], bool] | None = None  # whether a unit's rest may be split among idle workers
+    deadline: float = 0.0  # the wall-clock second a run's sweep stops starting oracle and searched cases (run.deadline)
     cb: Callbacks
     queue: list
     slots: list
@@ -120,7 +104,10 @@ class Dispatcher:
         ``close()`` ends them.
         """
         self.cb = callbacks
-        self.queue = list(units)[::-1]
+        items = parts.plan(list(units), self.workers, self.share, staged=self.deadline > 0)
+        self.pieces = Counter(id(unit) for unit, part in items if part is not None)  # id(unit) -> its parts, all stages
+        self.queue = items[::-1]  # (unit, part): workers.parts
+        self.timed = parts.Timed()
         self.later: list[tuple[object, str, str]] = []  # (unit, case id, how) of the hangs set aside
         self.unsettled: dict[int, int] = {}  # id(unit) -> its hangs set aside and not yet settled
         self.ended: dict[int, tuple[object, str, str]] = {}  # id(unit) -> (unit, state, detail): done, waiting for those
@@ -202,7 +189,11 @@ class Dispatcher:
             self.slots.remove(slot)
             self._kill(slot)
         elif self.queue:
-            slot.unit = self.queue.pop()
+            slot.unit, part = self.queue.pop()
+            if part is not None:  # split up front or staged (workers.parts): its parts go out one by one; it ends with its last
+                slot.part = parts.sliced(part, [other for _, other in self.queue if other is not None], workers=self.workers,
+                                         deadline=self.deadline)
+                self.parts.setdefault(id(slot.unit), [self.pieces[id(slot.unit)], ""])
             slot.skip = set(self.cb.skip_for(slot.unit))
             slot.setup_failures = 0
             self._send_run(slot)
@@ -259,6 +250,8 @@ class Dispatcher:
             self.cb.on_outcome(slot.unit, payload)
         elif kind == "call" and slot.replaying is not None and slot.replaying == slot.in_flight:
             slot.call = payload
+        elif kind == "note" and payload.startswith("time ") and slot.part is not None:
+            self.timed.note(slot.unit, slot.part, payload)  # held until the unit is done (workers.parts.Timed)
         elif kind == "note":
             if slot.part is None or slot.part[0] == 0:
                 self.cb.on_note(slot.unit, payload)
@@ -300,6 +293,9 @@ class Dispatcher:
         """The slot's worker is through with its unit ("done", or "failed" and why); the slot takes the next."""
         key = id(slot.unit)
         parts = self.parts.get(key)
+        if parts is not None and state == "done" and self.timed.again(slot.unit, slot.part, self.deadline):
+            self.queue.insert(0, (slot.unit, slot.part._replace(until=0.0)))  # out again, last: it left cases out (Timed)
+            return self._next_unit(slot)
         if parts is not None:  # a part of a split unit: the unit ends with its last part
             parts[0] -= 1
             parts[1] = parts[1] or (detail if state == "failed" else "")
@@ -310,8 +306,13 @@ class Dispatcher:
         if self.unsettled.get(key):  # a hang of this unit is set aside: done once it is settled
             self.ended[key] = (slot.unit, state, detail)
         else:
-            self.cb.on_unit_done(slot.unit, state, detail)
+            self._done(slot.unit, state, detail)
         self._next_unit(slot)
+
+    def _done(self, unit, state: str, detail: str) -> None:
+        for note in self.timed.notes(unit):
+            self.cb.on_note(unit, note)
+        self.cb.on_unit_done(unit, state, detail)
 
     def _go_on(self, slot: Slot) -> None:
         """After a failed case is settled: the rest of the unit, or, for a hang set aside, the next unit."""
@@ -320,7 +321,7 @@ class Dispatcher:
         key = id(slot.unit)
         self.unsettled[key] -= 1
         if not self.unsettled[key] and key in self.ended:
-            self.cb.on_unit_done(*self.ended.pop(key))
+            self._done(*self.ended.pop(key))
         self._next_unit(slot)
 
     def _described(self, slot: Slot, call) -> None:

@@ -82,8 +82,8 @@ from typing import Callable
 
 from .. import devices
 from . import faults
-from .dispatch import Dispatcher, Slot
-from .records import Settings, Work
+from .dispatch import Dispatcher
+from .records import Settings, Slot, Work
 from .parts import Leaving
 from .starts import temporary_environ, default_start, hash_seed, server_holds_catalog, start_context
 
@@ -196,6 +196,7 @@ class Pool(Dispatcher):
         self.log, self.workers, self.timeout, self.threads = settings.log, max(1, settings.workers), settings.timeout, settings.threads
         self.environ, self.remark = dict(settings.environ or {}), settings.remark  # what every worker's environment adds; said by where()
         self.first, self.searched, self.after_hang = settings.first, settings.searched, settings.after_hang  # see workers.dispatch
+        self.deadline = settings.deadline
         self.spares = default_spares(self.workers) if settings.spares is None else settings.spares
         self.start, self.preload = settings.start or default_start(), tuple(settings.preload)
         self.context = None  # chosen at the first worker's start (start_context)

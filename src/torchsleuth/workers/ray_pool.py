@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 from .. import devices
 from ..errors import UsageError
-from .dispatch import Dispatcher, Slot
-from .records import Settings, Work
+from .dispatch import Dispatcher
+from .records import Settings, Slot, Work
 from .parts import Leaving
 from .pool import unit_events
 from .starts import hash_seed
@@ -201,7 +201,7 @@ class RayPool(Dispatcher):
 
         self.cluster = connect(address)
         self.workers, self.timeout, self.threads = max(1, settings.workers), settings.timeout, settings.threads
-        self.slower, self.share = work.slower, work.share
+        self.slower, self.share, self.deadline = work.slower, work.share, settings.deadline
         threads, config = settings.threads, work.config
         device = devices.kind(str(getattr(config, "device", "cpu")))
         self.cluster.capacity(device, threads)  # a cluster that has nothing to run a unit on is an error, not a wait

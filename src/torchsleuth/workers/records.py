@@ -1,8 +1,8 @@
-"""What a pool is handed and reports through: the work, the settings, the callbacks (records, no behaviour)."""
+"""What a pool is handed and reports through: the work, the settings, the callbacks, a unit in flight (records, no behaviour)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 
@@ -34,6 +34,9 @@ class Settings:
     first: float = 1.0  # the share of its time a case may take before it is set aside, unless it is a replay (first_share)
     searched: float = 1.0  # the share of a case setting searched values (searched_share)
     after_hang: float = 1.0  # the share of a case setting values in a unit where such a case hung (after_hang_share)
+    # the wall-clock second the run's sweep stops starting oracle and searched cases (run.deadline; 0: none): where set,
+    # the units go out in stages, each searched part with its slice of the time (workers.parts)
+    deadline: float = 0.0
     # the local pool's own (workers.pool):
     spares: int | None = None  # warm spares kept once a worker was replaced (None: default_spares)
     pins: tuple[dict, ...] = ()  # the environments that pin workers to GPUs, in turn
@@ -52,3 +55,22 @@ class Callbacks:
     on_unit_done: Callable[[object, str, str], None]  # unit, "done"|"failed", detail
     # what a unit says about itself that is no case's outcome: "KIND DETAIL" (the search's budget: "search 24/180")
     on_note: Callable[[object, str], None] = lambda unit, note: None
+
+
+@dataclass(kw_only=True)
+class Slot:
+    """One unit in flight and where its cases stand; a pool's subclass adds its worker."""
+
+    unit: object = None
+    skip: set = field(default_factory=set)
+    in_flight: str | None = None  # case id begun and not finished
+    since: float = 0.0
+    limit: float = 0.0  # seconds the case in flight may take
+    setup_failures: int = 0
+    replaying: str | None = None  # case id being replayed alone after a failure
+    replayed: str = "pass"  # the status of the replay's outcome, where it sent one
+    set_aside: bool = False  # the replay is of a hang set aside: once settled, the slot takes the next unit
+    describing: tuple | None = None  # (case_id, kind, how) waiting for its description
+    call: object = None  # the description of the case replayed, sent by its worker before running it
+    part: tuple[int, int] | None = None  # (index, count): this slot runs one part of its split unit
+    extra: bool = False  # beyond the workers, for a hang's replay: ended once it is settled

@@ -1,0 +1,81 @@
+"""A run's time target inside a unit: which of its cases still run once the sweep's share of the target is spent.
+
+Design note. ``SweepConfig.time_target`` is the time a run aims to end within (a pointed run's default: cli.ops, the
+sweep's ``depth``). The sweep gives its cases ``SHARE`` of it: ``SweepConfig.deadline``, the wall-clock second the
+share ends, set when the sweep begins (sweep.sweep; every worker of the pool reads the same clock), and leaves the rest
+to the cases in flight then, the refusal differential's replays, shrinking and diagnosis.
+
+Past the deadline a unit runs only the cases that make the sweep what it is: OpInfo's samples on every layout and
+variant (``Case.edits`` and ``Case.oracle`` empty). An oracle's case or a searched one is left out, counted, and the
+unit says so in a ``time LEFT/PLANNED`` note: counts of its own cases (those of its part, where the unit is split among
+workers: held by workers.parts.Timed), which the summary sums over the units (report.notes). The searched cases run in
+an order whose every prefix is spread over the whole plan (``spread``), so that the share that ran is a sample of every
+search and every sample, not the first search's cases; an oracle's cases run where the sample they belong to does.
+
+Where the pool stages its units (workers.parts: every unit's ``base`` cases, then every unit's ``searched`` ones and
+``slow`` ones, those of the oracles that take longer than a call, in turn; ``in_stage`` says which is whose), a part of
+a timed stage also has its own slice of the time (``Part.until``): its clock stops at the earlier of the two.
+
+A case already running at the deadline runs to its end (its own timeout bounds it). A replay (``only``) and a run with
+no target have no deadline.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+# The share of a run's time target its sweep's cases get; the rest is for what runs after them (see the design note).
+SHARE = 0.6
+
+
+def deadline(time_target: float, *, now: float | None = None) -> float:
+    """The wall-clock second a sweep's cases end by, for a run starting ``now`` with ``time_target`` seconds (0: none)."""
+    if time_target <= 0:
+        return 0.0
+    return (time.time() if now is None else now) + SHARE * time_target
+
+
+def earliest(*deadlines: float) -> float:
+    """The first of ``deadlines`` that are set (0: none)."""
+    return min((d for d in deadlines if d), default=0.0)
+
+
+@dataclass(kw_only=True, slots=True)
+class Clock:
+    """One unit's view of the deadline (0: none): which cases still run, and how many it left out of how many."""
+
+    deadline: float = 0.0
+    planned: int = 0  # the unit's own oracle and searched cases asked about
+    left: int = 0  # of those, the ones left out
+
+    def runs(self, case) -> bool:
+        """Whether ``case`` (one this unit would run) runs: always for a sample's own case, before the deadline for the
+        others."""
+        if not self.deadline or (not case.edits and not case.oracle):
+            return True
+        self.planned += 1
+        if time.time() <= self.deadline:
+            return True
+        self.left += 1
+        return False
+
+    def note(self) -> str | None:
+        """``time LEFT/PLANNED``, where the deadline left any of the unit's cases out."""
+        return f"time {self.left}/{self.planned}" if self.left else None
+
+
+def in_stage(stage: str | None, *, slow: bool, searched: bool) -> bool:
+    """Whether a case belongs to ``stage`` (workers.parts.STAGES; None: every case): ``slow`` for the cases of an oracle
+    that takes longer than a call (``Oracle.slower``), else ``searched`` for the cases the search runs, else ``base``."""
+    if stage is None:
+        return True
+    return stage == ("slow" if slow else "searched" if searched else "base")
+
+
+def spread(items: list) -> list:
+    """``items`` reordered so that every prefix is spread over the whole list (the bit-reversed order of the indices:
+    the first, the middle, the quarters, the eighths, ...)."""
+    bits = max(1, (len(items) - 1).bit_length())
+    order = sorted(range(len(items)), key=lambda i: int(format(i, f"0{bits}b")[::-1], 2))
+    return [items[i] for i in order]
