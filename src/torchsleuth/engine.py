@@ -188,12 +188,13 @@ def _run_cases(this: _Unit, cases: list[Case], sample, references) -> Iterator[E
         if case.id in this.skip or (this.only is not None and case.id != this.only) or not _staged(this, case, searched=False):
             continue
         yield from _judged(case, lambda case=case: _run_case(
-            case, this.entry, this.functions[case.variant], sample, references, this.override, this.oracles), this.config, this.only)
+            case, this.entry, this.functions[case.variant], sample, references, this.override, this.oracles), this.config, this.only, this.clock)
 
 
-def _judged(case: Case, run, config: SweepConfig, only: str | None) -> Iterator[Event]:
+def _judged(case: Case, run, config: SweepConfig, only: str | None, clock: deadline.Clock | None = None) -> Iterator[Event]:
     """``begin``, then the outcome of ``run()`` for ``case``, as the pool expects them; for a case replayed alone, its
-    ``call`` between them, so that a replay that dies or hangs is reported without another worker to describe it."""
+    ``call`` between them, so that a replay that dies or hangs is reported without another worker to describe it.
+    ``clock``: the unit's, which an oracle asks between the costly calls of one case (run.deadline.passed)."""
     yield "begin", case.id
     if case.id == only:
         try:
@@ -201,7 +202,8 @@ def _judged(case: Case, run, config: SweepConfig, only: str | None) -> Iterator[
         except Exception:  # the pool asks another worker, as it does where this one dies first
             pass
     try:
-        outcome = run()
+        with deadline.running(clock):
+            outcome = run()
     except Exception as e:  # a bug in torchsleuth, not in the op: shown apart
         outcome = Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")
         if config.workers > 0 and only is None:
@@ -242,10 +244,10 @@ def _run_search(this: _Unit, planned: list[Case], picked: list[Case] = ()) -> It
         ran += 1
         if case.id in skip or not _staged(this, case, searched=True):
             continue
-        yield from _judged(case, lambda case=case: run_case(case, oracles), config, only)
+        yield from _judged(case, lambda case=case: run_case(case, oracles), config, only, this.clock)
     for case in picked:
         if case.id not in skip and _staged(this, case, searched=True):
-            yield from _judged(case, lambda case=case: run_case(case, oracles), config, only)
+            yield from _judged(case, lambda case=case: run_case(case, oracles), config, only, this.clock)
     if ran < len(planned) and this.stage in (None, "searched"):
         yield "note", f"search {ran}/{len(planned)}"
 

@@ -625,3 +625,19 @@ def test_a_span_probe_that_does_not_fit_in_memory_is_skipped_saying_how_much_it_
     result = run_sweep(config("flip", oracles=("large:span",)))
     assert result.statuses.get("skip", 0) >= 1 and not result.findings
     assert any("GiB free on cpu" in reason for reason in result.reasons.get("skip", {})), result.reasons
+
+
+def test_a_span_probe_past_the_runs_deadline_tries_one_dim_and_says_which_it_left(small_span):
+    # cumsum's sample 0 has a 2-D input: the probe tries its longer dim, and the deadline (long past) leaves the other
+    from torchsleuth.cases.records import Case, Unit
+    from torchsleuth.engine import run_case, run_unit
+    from torchsleuth.run import deadline
+
+    outcomes = [p for kind, p in run_unit(Unit(op="cumsum", dtype="float32", device="cpu"), config("cumsum", oracles=("large:span",)))
+                if kind == "outcome" and p.case.oracle.startswith("large:span")]
+    [whole] = [o for o in outcomes if o.case.sample == 0]
+    assert "left untried" not in whole.reason and whole.reason.count("dim:input@") >= 2, whole.reason
+    with deadline.running(deadline.Clock(deadline=1.0)):
+        cut = run_case(Case.parse(whole.case.id))
+    assert cut.status == whole.status and cut.reason.count("dim:input@") == 1 and "left untried: the time target ran out" in cut.reason
+    assert not deadline.passed()  # outside a unit's case: no deadline

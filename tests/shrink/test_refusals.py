@@ -88,3 +88,17 @@ def test_the_choice_spreads_over_each_units_refused_cases_and_reads_the_cpus_wor
     assert len(jobs) == 1 and len(jobs[0].cases) == 4 and len(set(jobs[0].cases)) == 4
     # a replayed case's reason no longer reads as refused: a resumed sweep does not send it again
     assert not refusals.refused([(rows[0][0], "raised", refusals.REPLAYED + "cuda refuses it too: ...", 0.0)])
+
+
+def test_a_replay_job_past_its_time_begins_no_case_and_the_note_says_how_many_were_left(asserting, tmp_path, monkeypatch):
+    # Every job's time is up before its first case (the limit below zero): none is sent, every one is left, and the
+    # refused outcomes stay as they were; a replay alone (``only``) is not held to it.
+    monkeypatch.setattr(refusals, "MIN_SECONDS", -1.0)
+    monkeypatch.setattr(refusals, "SHARE", 0.0)
+    findings, notes, reasons = _replayed(tmp_path)
+    assert notes["refusals"].startswith("0 of ") and "more left for the time limit" in notes["refusals"]
+    assert not [r for r in reasons.values() if r.startswith(refusals.REPLAYED)]
+    job = refusals.Replay(key="k", cases=("index_select|functional|float32|cpu|s0|input=empty",), words=("IndexError",), until=1.0)
+    assert not list(refusals.work(job, _config(), frozenset(), None, lost_raises=False))
+    alone = list(refusals.work(job, _config(), frozenset(), job.cases[0], lost_raises=False))
+    assert [kind for kind, _ in alone] == ["begin", "outcome"]

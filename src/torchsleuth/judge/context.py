@@ -13,7 +13,8 @@ from . import canonical
 from . import compare as cmp
 from .records import Finding, Mismatch
 from ..dtypes import is_inexact, unit_roundoff
-from .tolerance import CONVOLUTIONS, CUDNN_FACTOR, JUMP_RATIO, SCALE_ULPS, Tolerance, effective_dtype, slack_factor, table
+from ..run.facts import SCANS
+from .tolerance import CONVOLUTIONS, CUDNN_FACTOR, JUMP_RATIO, SCALE_ULPS, Tolerance, effective_dtype, scan_slack, slack_factor, table
 
 
 class Context:
@@ -78,8 +79,14 @@ class Context:
         if self.effective != self.dtype:  # k was measured with nudges at the case dtype's roundoff
             factor *= unit_roundoff(self.effective) / unit_roundoff(self.dtype)
         found = {path: factor * value for path, value in k.items()}
+        exact = dict(cmp.flatten(self.ev.refs.float64.value))
+        if names & SCANS:  # the scans' term of the rule: a chain of partial results, each rounded at its own size
+            for path in found:
+                base = cmp.dense(exact.get(path))
+                if isinstance(base, torch.Tensor) and base.shape == found[path].shape and is_inexact(base.dtype):
+                    size = torch.nan_to_num(base.detach().cpu().abs().to(found[path].dtype), nan=0.0, posinf=0.0)
+                    found[path] = found[path] + scan_slack(self.effective, reduction) * size
         if self.facts.steps > 1:  # the composite term of the rule
-            exact = dict(cmp.flatten(self.ev.refs.float64.value))
             for path in found:
                 base = cmp.dense(exact.get(path))
                 if isinstance(base, torch.Tensor) and base.numel() and is_inexact(base.dtype):

@@ -29,6 +29,13 @@ expected value ``e_i`` by at most
   dtype itself otherwise). A sum of ``n`` terms accumulated in ``u_acc``
   strays by up to about ``sqrt(n)`` times the input sensitivity; accumulating
   float16 in float16 strays by far more and is caught.
+* scans (``cumsum``, ``cumprod``, ``logcumsumexp``: run.facts.SCANS), one
+  term more: ``SLACK * sqrt(n) * u_acc * |e_i|``. Element i of a scan is
+  the last of a chain of partial results, each rounded at its own size, not
+  at its terms' (which ``k_i`` measures): a kernel that accumulates float32
+  in float32 (CUDA's does; the CPU's accumulates in double) strays by about
+  ``sqrt(n)`` roundings of the result's size. Accumulating float16 in
+  float16 strays by far more and is still caught.
 * jumps: where the float64 result moves by more than ``JUMP_RATIO`` times
   ``k_i`` when the inputs are nudged by ``JUMP`` (16) units of roundoff
   either way, the op is discontinuous there (floor, a pixel edge in
@@ -136,6 +143,11 @@ def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
         torch.bfloat16: torch.float32,
         torch.complex32: torch.complex64,
     }.get(dtype, dtype)
+
+
+def scan_slack(dtype: torch.dtype, length: int) -> float:
+    """The scans' term's factor in front of ``|e_i|`` for a case in ``dtype`` scanning ``length`` entries (the rule)."""
+    return SLACK * math.sqrt(max(length, 1)) * unit_roundoff(accumulation_dtype(dtype))
 
 
 def slack_factor(dtype: torch.dtype, reduction_length: int, steps: int = 1, *, accumulation: torch.dtype | None = None) -> float:

@@ -16,17 +16,21 @@ Where the pool stages its units (workers.parts: every unit's ``base`` cases, the
 ``slow`` ones, those of the oracles that take longer than a call, in turn; ``in_stage`` says which is whose), a part of
 a timed stage also has its own slice of the time (``Part.until``): its clock stops at the earlier of the two.
 
-A case already running at the deadline runs to its end (its own timeout bounds it). A replay (``only``) and a run with
-no target have no deadline.
+A case already running at the deadline runs to its end (its own timeout bounds it), but for an oracle whose case makes
+several costly calls: it asks ``passed`` between them (the span probe tries one dim after another, each tens of
+seconds on an H100's host). A replay (``only``) and a run with no target have no deadline.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 
 # The share of a run's time target its sweep's cases get; the rest is for what runs after them (see the design note).
 SHARE = 0.6
+# The clock of the unit whose case this process runs now (``running``), for ``passed``.
+_current = None
 
 
 def deadline(time_target: float, *, now: float | None = None) -> float:
@@ -71,6 +75,24 @@ def in_stage(stage: str | None, *, slow: bool, searched: bool) -> bool:
     if stage is None:
         return True
     return stage == ("slow" if slow else "searched" if searched else "base")
+
+
+@contextlib.contextmanager
+def running(clock: Clock | None):
+    """``clock`` the one ``passed`` reads while a case runs (the engine's, around each case of a unit)."""
+    global _current
+    before, _current = _current, clock
+    try:
+        yield
+    finally:
+        _current = before
+
+
+def passed() -> bool:
+    """Whether the deadline of the unit whose case runs now has passed: an oracle whose one case makes several costly
+    calls (the large oracle's span probe, one dim after another) stops between them. False outside a unit's case (a
+    replay, the shrinker's)."""
+    return _current is not None and bool(_current.deadline) and time.time() > _current.deadline
 
 
 def spread(items: list) -> list:

@@ -7,7 +7,11 @@ from a hand-kept skip list:
   judged by coverage, support and seeded determinism, not against another
   layout (PyTorch draws differently for different layouts);
 * ``reduction_length``: input elements per output element, when an op
-  tagged ``reduction`` ran (the tolerance rule widens with it);
+  tagged ``reduction`` ran, and the length of the longest dim for a scan
+  (``SCANS``: element i of ``cumsum`` sums i terms, as a reduction does, and
+  a kernel may accumulate float32 in float32, as CUDA's does, where the
+  CPU's accumulates in double; the tag does not say so): the tolerance rule
+  widens with it;
 * ``uninitialized``: the result comes from an ``empty*`` factory, whose
   values are whatever memory held: only its metadata is compared;
 * ``storage_defined``: the op's public contract is stated in strides and
@@ -37,6 +41,8 @@ RANDOM_FILLS = frozenset({"normal_", "uniform_", "bernoulli_", "random_", "expon
 # canonicaliser: these are compared on the same storage layout).
 STORAGE_DEFINED = frozenset({"as_strided", "as_strided_", "as_strided_scatter", "as_strided_copy", "resize_", "resize_as_", "set_",
                              "_reshape_alias", "slice_inverse"})
+# Scans: every element reduces the entries before it along a dim (declared: PyTorch tags none of them).
+SCANS = frozenset({"cumsum", "cumsum_", "cumprod", "cumprod_", "logcumsumexp", "_logcumsumexp"})
 UNINITIALIZED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "empty_permuted"})
 
 
@@ -70,6 +76,8 @@ def facts(trace: Trace | None, inputs: dict, result, *, fallback: str) -> Facts:
         outputs = [t.numel() for t in _tensors(result)]
         smallest = min([n for n in outputs if n > 0], default=1)
         reduction = max(1, largest // smallest)
+    if SCANS.intersection(names):  # the scanned dim is an argument: its longest dim bounds it (wider, never narrower)
+        reduction = max([reduction, *(max(t.shape, default=1) for t in inputs.values() if isinstance(t, torch.Tensor))])
     computing = [n for n in names if n not in ("detach", "alias", "lift_fresh", "_to_copy", "copy_", "clone")]
     primary = trace.primary() or fallback
     return Facts(

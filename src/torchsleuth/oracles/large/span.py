@@ -12,7 +12,8 @@ finding: which dim the op works along, its arguments say in their own ways) (sea
 its size, so a neighbour holds another value) and judge it as the ops
 engine judges any case, as the reductions' lengths are (large.stretched):
 against the same call on the CPU (the device reference, off the CPU) and
-against float64 (the precision reference). Both are one call on a tensor of
+against float64 (the precision reference); past the run's time target's
+deadline no further dim is tried (run.deadline.passed). Both are one call on a tensor of
 L entries: the cheap reference, no 2^31-element copy. Off the CPU, float64
 and the tolerance rule's nudged float64 runs of such a call are made on the
 device under test (run.references.WIDE_ON_DEVICE): on the CPU they were 10
@@ -46,6 +47,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...judge.records import Outcome
+from ...run import deadline
 from ...search import edits
 from . import bounds, stretched
 
@@ -74,8 +76,12 @@ def span(case, subject, length: int) -> Outcome:
     x = edits.tensors(subject.sample).get("input")
     if x is None or x.dim() == 0 or x.numel() <= 1:
         return Outcome(case=case, status="skip", reason="the sample has no input with a dim to stretch")
-    judged = []
-    for dim in sorted((d for d in range(x.dim()) if x.shape[d] > 1), key=lambda d: -x.shape[d])[:MAX_DIMS]:
+    judged, untried = [], ""
+    dims = sorted((d for d in range(x.dim()) if x.shape[d] > 1), key=lambda d: -x.shape[d])[:MAX_DIMS]
+    for position, dim in enumerate(dims):
+        if judged and deadline.passed():  # the run's time target: the dims left are said, not tried (run.deadline)
+            untried = f"; dims {', '.join(map(str, dims[position:]))} left untried: the time target ran out"
+            break
         outcome = _along(case, subject, x, dim, length)
         if outcome.findings:
             return outcome
@@ -83,7 +89,7 @@ def span(case, subject, length: int) -> Outcome:
     if not judged:
         return Outcome(case=case, status="skip", reason="the sample's input has no dim of two entries or more to stretch")
     passed = [o for o in judged if o.status == "pass"]
-    return Outcome(case=case, status="pass" if passed else judged[0].status, reason="; ".join(o.reason for o in judged))
+    return Outcome(case=case, status="pass" if passed else judged[0].status, reason="; ".join(o.reason for o in judged) + untried)
 
 
 def _along(case, subject, x, dim: int, length: int) -> Outcome:
