@@ -50,6 +50,12 @@ def test_the_correct_twin_is_clean():
     result.assert_clean()
 
 
+def test_a_check_has_no_time_target_so_ci_judges_the_same_cases_on_any_machine():
+    result = torchsleuth.check(check_ops.scale_good, [(torch.randn(4, 6), 2.5)], **FAST)
+    assert result.sweep.run.config["time_target"] == 0.0 and result.sweep.run.config["deadline"] == 0.0
+    assert not [kind for kind, _ in result.sweep.notes if kind == "time"]
+
+
 def test_samples_come_from_the_schema_when_none_are_given():
     bad = torchsleuth.check(check_ops.scale_bad, **FAST)
     assert any("layout reference" in g.summary for g in bad.groups), bad.message()

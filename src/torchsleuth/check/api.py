@@ -176,7 +176,8 @@ def check(op: Any, samples: Iterable | Callable | None = None, *, reference: Cal
         command="check", device=device, ops=(name,), dtypes=names, layouts=chosen_layouts, variants=chosen_variants,
         workers=1 if isolate else 0, timeout=timeout, imports=imports, shrink=shrink, oracles=chosen_oracles or (), search=searches,
     )
-    config = depth(config, deep=True, given={"oracles"} if chosen_oracles is not None else set())
+    # no time target: a check in CI judges the same cases on a fast machine and a slow one (run.deadline)
+    config = depth(config, deep=True, given={"time_target", *(("oracles",) if chosen_oracles is not None else ())})
     if not select.units(config.ops, config.dtypes, device, probe=config.probe_dtypes):
         raise UsageError(f"nothing to check: {name} takes none of {', '.join(names)} on {device} (every sample raised)")
     scratch = Path(tempfile.mkdtemp(prefix="torchsleuth-check-")) if out is None and db is None else None  # the store's
