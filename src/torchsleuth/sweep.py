@@ -104,8 +104,8 @@ def depth(config: SweepConfig, *, deep: bool, given: set[str] = frozenset(), ora
 
     Deep (a run pointed at a few ops): every sample, the cheap oracles, every search the config names with no budget,
     the dtypes the ops do not declare probed, ``POINTED_REFUSALS`` refused cases per op and dtype sent to a device where
-    a bad index asserts (shrink.refusals), ``POINTED_SECONDS`` to end within (run.deadline), and, with the ``overloads`` search, the overloads of the ops' packets
-    their samples never reach, swept from their schema (``cases.unreached``).
+    a bad index asserts (shrink.refusals), ``POINTED_SECONDS`` to end within (run.deadline), and, with the ``overloads``
+    search, the overloads of the ops' packets their samples never reach, swept from their schema (``cases.unreached``).
     Catalog: the config's samples, no oracle but those asked for, the searches and the cases of the sampled oracles
     (``Oracle.sampled``) within ``CATALOG_BUDGET`` cases per op and dtype, ``CATALOG_REFUSALS`` refused cases.
     """
