@@ -254,7 +254,7 @@ def _run_search(this: _Unit, planned: list[Case], picked: list[Case] = ()) -> It
 
 def _staged(this: _Unit, case: Case, *, searched: bool) -> bool:
     """Whether ``case`` (run by the search, or with its sample) is this part's stage's, and its time is not up."""
-    return deadline.in_stage(this.stage, slow=this.oracles.slower(case.id) > 1, searched=searched) and this.clock.runs(case)
+    return (this.stage is None or deadline.in_stage(this.stage, slow=this.oracles.slower(case.id) > 1, searched=searched)) and this.clock.runs(case)
 
 
 def describe(unit: Unit | None, config: SweepConfig, case_id: str):

@@ -115,7 +115,7 @@ def replay_refused(config: SweepConfig, store, run_id: int, *, elapsed: float, p
     jobs = chosen(cases, config.refusals)
     if not jobs:
         return
-    limit, started = max(MIN_SECONDS, SHARE * elapsed), time.monotonic()
+    limit = max(MIN_SECONDS, SHARE * elapsed)
     if config.time_target:
         limit = min(limit, TARGET_SHARE * config.time_target)
     said: dict[str, int] = {"returned": 0, "refused": 0, "crashed": 0}
@@ -133,7 +133,7 @@ def replay_refused(config: SweepConfig, store, run_id: int, *, elapsed: float, p
     until = time.time() + limit
     batches = [[dataclasses.replace(job, until=until) for job in jobs[i:i + BATCH]] for i in range(0, len(jobs), BATCH)]
     for batch in batches:
-        if time.monotonic() - started > limit:
+        if time.time() > until:
             break
         _run(batch, config, record, pool, oracles)
     sent = sum(said.values())

@@ -191,7 +191,7 @@ class Dispatcher:
         elif self.queue:
             slot.unit, part = self.queue.pop()
             if part is not None:  # split up front or staged (workers.parts): its parts go out one by one; it ends with its last
-                slot.part = parts.sliced(part, [other for _, other in self.queue if other is not None], workers=self.workers,
+                slot.part = parts.sliced(part, (other for _, other in self.queue if other is not None), workers=self.workers,
                                          deadline=self.deadline)
                 self.parts.setdefault(id(slot.unit), [self.pieces[id(slot.unit)], ""])
             slot.skip = set(self.cb.skip_for(slot.unit))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 import zlib
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 # Parts a worker has to take, in all, where the units are split up front: more parts than workers, so that the parts of
 # cheap units end early and their workers go on with the costly units' parts.
@@ -70,10 +70,10 @@ def plan(units: list, workers: int, shareable, *, staged: bool) -> list[tuple[ob
     return [*(p for unit in shared for p in pieces(unit, "base")), *whole, *timed]
 
 
-def sliced(part: Part, waiting: list[Part], *, workers: int, deadline: float, now: float | None = None) -> Part:
+def sliced(part: Part, waiting: Iterable[Part], *, workers: int, deadline: float, now: float | None = None) -> Part:
     """``part``, as it goes out, with its fair slice of the time where it is timed (``TIMED``) and the run has a
     ``deadline``: the time left, shared among the timed parts still to go out (``waiting``: every part queued after
-    it), ``workers`` at once. A part that ends early leaves its time to those after it."""
+    it, read only for a timed part), ``workers`` at once. A part that ends early leaves its time to those after it."""
     if part.stage not in TIMED or not deadline:
         return part
     now = time.time() if now is None else now
