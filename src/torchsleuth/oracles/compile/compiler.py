@@ -21,6 +21,14 @@ in the temporary folder), apart from the user's own compiles: a folder per
 worker would cost each fresh worker inductor's cold start again (its first
 compile took 55 s instead of 17 s on 2 loaded cores, 2026-12-07), and
 would keep nothing a shared one lets through.
+
+Compile threads. Where Triton is installed, inductor starts a pool of
+``min(32, cores)`` compile processes at a process's first compile, each
+importing torch: sixteen sweep workers on a sixteen-core GPU host started
+sixteen pools of sixteen, and the catalog with the compiled variant did not
+end a sixteenth of its ops in 400 s on an H100 (2026-12-07). The sweep is
+parallel by case already, so each compile runs in its own worker, with no
+pool (``compile_threads=1``, in ``uncached``).
 """
 
 from __future__ import annotations
@@ -75,11 +83,13 @@ COMPILER = Compiler()
 
 def uncached():
     """Inductor's on-disk caches off for one compile (the flags moved between releases), in this process's own
-    kernel cache folder."""
+    kernel cache folder, and no pool of compile processes (the sweep's workers are its parallelism)."""
     _own_cache_dir()
     stack = contextlib.ExitStack()
     import torch._inductor.config as inductor_config
 
+    if hasattr(inductor_config, "compile_threads"):
+        stack.enter_context(inductor_config.patch(compile_threads=1))
     if hasattr(inductor_config, "fx_graph_cache"):
         stack.enter_context(inductor_config.patch(fx_graph_cache=False))
     try:
