@@ -119,7 +119,8 @@ def add_parser(commands) -> None:
     p.add_argument("--time", dest="time_target", type=time_target, metavar="SECONDS",
                    help=f"the time the run aims to end within: past {SHARE * 100:.0f}%% of it, no more oracle or searched cases start "
                         f"(every sample's own cases still run; the summary says how many were left out), the rest is for "
-                        f"the refusals, shrinking and diagnosis; 120, 120s, 2m; 0 or none: run them all "
+                        f"the refusals, shrinking and diagnosis, which end with it (a finding they cannot shrink in time is kept as "
+                        f"found); 120, 120s, 2m; 0 or none: run them all "
                         f"(default {POINTED_SECONDS:g} s in a pointed run, none in a catalog one)")
     p.add_argument("--workers", type=count, metavar="N",
                    help="worker processes (default: one per CPU); 0 runs in this process, without crash isolation; "

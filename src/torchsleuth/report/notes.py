@@ -20,7 +20,7 @@ def _notes(notes) -> tuple[tuple[str, str], ...]:
         if kind == "probe":
             probed[detail.rpartition(" ")[0]] = detail.rpartition(" ")[2]
             continue
-        if kind == "time":
+        if kind in ("time", "time-after"):
             continue
         if kind != "search":
             kept.append((kind, detail))
@@ -38,20 +38,33 @@ def _notes(notes) -> tuple[tuple[str, str], ...]:
 
 
 def _timed(notes, config: dict) -> tuple[tuple[str, str], ...]:
-    """What the run's time target left out: the units' ``time LEFT/PLANNED`` notes (run.deadline), summed."""
+    """What the run's time target left out: the units' ``time LEFT/PLANNED`` notes (run.deadline), summed, and what
+    the shrink stage left (``time-after``: findings kept as found, groups undiagnosed; shrink.stage)."""
     left, planned, units = 0, 0, set()
+    after: dict[str, tuple[int, int]] = {}
     for kind, detail in notes:
         if kind == "time":
             unit, _, counts = detail.rpartition(" ")
             out, _, of = counts.partition("/")
             left, planned = left + int(out), planned + int(of)
             units.add(unit)
-    if not units:
-        return ()
+        elif kind == "time-after":
+            stage, _, counts = detail.partition(" ")
+            out, _, of = counts.partition("/")
+            after[stage] = (int(out), int(of))  # a resumed run's says it again: the last
     target = config.get("time_target") or 0
-    return (("time", f"the time target ({target:g} s) left out {left:,} of the {planned:,} oracle and searched cases of "
-                     f"{len(units)} op-and-dtype unit(s) that came after its sweep's share of it ran out; every sample's own "
-                     "cases ran; --time 0 runs them all"),)
+    said = []
+    if units:
+        said.append(("time", f"the time target ({target:g} s) left out {left:,} of the {planned:,} oracle and searched cases of "
+                             f"{len(units)} op-and-dtype unit(s) that came after its sweep's share of it ran out; every sample's own "
+                             "cases ran; --time 0 runs them all"))
+    words = {"shrinking": "finding(s) unshrunk (each kept as found: its repro script is the case that failed)",
+             "diagnosing": "group(s) undiagnosed"}
+    if after:
+        parts = [f"{out:,} of {of:,} {words.get(stage, stage)}" for stage, (out, of) in after.items()]
+        said.append(("time", f"the time target ({target:g} s) ran out while shrinking and diagnosing: {' and '.join(parts)}; "
+                             "--time 0 shrinks and diagnoses them all"))
+    return tuple(said)
 
 
 # How the compile oracle's compiled variant words a case torch.compile refused (oracles/compile/variant.py).

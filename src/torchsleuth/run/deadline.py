@@ -16,6 +16,11 @@ Where the pool stages its units (workers.parts: every unit's ``base`` cases, the
 ``slow`` ones, those of the oracles that take longer than a call, in turn; ``in_stage`` says which is whose), a part of
 a timed stage also has its own slice of the time (``Part.until``): its clock stops at the earlier of the two.
 
+After the sweep's cases, the rest of the target (``finish``: the run's own end) bounds what comes after them: the
+refusal differential's replays take a share of it (shrink.refusals), and shrinking and diagnosis begin no finding,
+group or neighbour that would not end by then (shrink.stage: ``fits``, on the time such a case took); what they leave
+is kept as found, or left undiagnosed, and counted (report.notes).
+
 A case already running at the deadline runs to its end (its own timeout bounds it), but for an oracle whose case makes
 several costly calls: it asks ``passed`` between them (the span probe tries one dim after another, each tens of
 seconds on an H100's host). A replay (``only``) and a run with no target have no deadline.
@@ -38,6 +43,21 @@ def deadline(time_target: float, *, now: float | None = None) -> float:
     if time_target <= 0:
         return 0.0
     return (time.time() if now is None else now) + SHARE * time_target
+
+
+def finish(config) -> float:
+    """The wall-clock second a run with a time target aims to end by (0: none): its sweep's ``deadline`` and the rest
+    of the target."""
+    if not getattr(config, "deadline", 0.0) or not getattr(config, "time_target", 0.0):
+        return 0.0
+    return config.deadline + (1 - SHARE) * config.time_target
+
+
+def fits(until: float, seconds: float, *, now: float | None = None) -> bool:
+    """Whether work that takes about ``seconds`` and begins ``now`` ends by ``until`` (0: no limit; work with no
+    estimate fits while time is left)."""
+    now = time.time() if now is None else now
+    return not until or now + max(seconds, 0.0) <= until
 
 
 def earliest(*deadlines: float) -> float:

@@ -50,6 +50,7 @@ import torch
 from ..cases.records import VARIANT_WORDS
 from ..config import SweepConfig
 from ..judge.records import Finding
+from ..run.deadline import finish
 from ..scripts import parts, steps
 from .records import Diagnosis, Shrunk
 
@@ -90,6 +91,9 @@ def attribute(config: SweepConfig, store, run_id: int, groups, findings: list[Fi
             todo.append((g.id, members))
     if not todo:
         return
+    end = finish(config)  # a run with a time target: its ladders end with it (run.deadline)
+    if end:
+        budget = max(0.0, min(budget, end - time.time()))
     deadline = time.monotonic() + budget
     left: list[str] = []
     unclear: list[str] = []
@@ -120,7 +124,8 @@ def attribute(config: SweepConfig, store, run_id: int, groups, findings: list[Fi
                 step(STEP, done, len(todo))
     if left:
         store.note(run_id, _NOTE, f"{len(left)} crash group{'s' if len(left) != 1 else ''} left unattributed, kept as crashes of "
-                                  f"their ops: the {budget:g} s the run gives crash ladders ran out ({', '.join(left)})")
+                                  f"their ops: the {budget:.0f} s the run gives crash ladders{' (what its time target left)' if end else ''} ran out "
+                                  f"({', '.join(left)})")
     if unclear:
         store.note(run_id, _NOTE, f"unattributed, kept as crashes of their ops: {'; '.join(unclear)}")
 

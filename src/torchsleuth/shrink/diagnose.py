@@ -18,11 +18,16 @@ not; contiguous self, or self at a storage offset, is fine; any layout of
 args[0], args[1] is fine; in float32 and float64." Each layout is said once:
 a combined layout whose first part fails alone is a modifier of that part
 ("at a storage offset or not"), not a clause of its own.
+
+In a run with a time target (``until``: run.deadline.finish) a neighbour is
+tried only while the longest one so far would end by then; those left are
+neither failing nor fine, and the sentence says how many were not tried.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 
 import torch
@@ -31,6 +36,7 @@ from ..cases import layouts as layout_rules
 from ..cases import opinfo
 from ..cases.records import VARIANT_WORDS, Case
 from ..judge.records import KIND_WORDS, Finding, Outcome
+from ..run import deadline
 from .records import Diagnosis, Trigger
 from .shrinker import DeviceLost, matching
 
@@ -38,22 +44,28 @@ Runner = Callable[[Case], Outcome]
 
 
 def diagnose(group: str, finding: Finding, shrunk: Finding, run: Runner, *, dtypes: tuple[str, ...],
-             healthy: Callable[[], bool] = lambda: True) -> Diagnosis:
+             healthy: Callable[[], bool] = lambda: True, until: float = 0.0) -> Diagnosis:
     """``shrunk`` is the replayed finding of ``finding``'s shrunk case.
 
     A neighbour counts as failing when it shows the same failure, as fine only
     when it was judged clean; one that raises (an unsupported dtype, values a
     layout makes invalid) is neither and is left out of the sentence. Raises
     ``shrinker.DeviceLost`` when a neighbour leaves the device unusable.
+    ``until``: the wall-clock second no neighbour may end after (0: none).
     """
     case = Case.parse(shrunk.case_id)
-    tries = 0
+    tries, untried, longest = 0, 0, 0.0
 
     def verdict(c: Case) -> bool | None:
-        """True: fails the same way; False: judged clean; None: neither."""
-        nonlocal tries
+        """True: fails the same way; False: judged clean; None: neither (or not tried, for the time target)."""
+        nonlocal tries, untried, longest
+        if not deadline.fits(until, longest):
+            untried += 1
+            return None
         tries += 1
+        began = time.time()
         outcome = run(c)
+        longest = max(longest, time.time() - began)
         if not healthy():
             raise DeviceLost(outcome.reason)
         if matching(outcome, finding) is not None:
@@ -101,7 +113,7 @@ def diagnose(group: str, finding: Finding, shrunk: Finding, run: Runner, *, dtyp
     found = Diagnosis(
         group=group, finding=finding.id, case_id=case.id, sentence="", triggers=tuple(triggers),
         indifferent=tuple(indifferent), also_failing=tuple(also_failing),
-        dtypes_failing=tuple(failing_dtypes), dtypes_passing=tuple(passing_dtypes), cpu=cpu, tries=tries,
+        dtypes_failing=tuple(failing_dtypes), dtypes_passing=tuple(passing_dtypes), cpu=cpu, tries=tries, untried=untried,
     )
     return dataclasses.replace(found, sentence=sentence(found, shrunk))
 
@@ -160,6 +172,8 @@ def sentence(d: Diagnosis, shrunk: Finding) -> str:
     parts.append(dtype_part)
     if d.cpu:
         parts.append("the CPU is fine" if d.cpu == "passes" else "the CPU fails too")
+    if d.untried:
+        parts.append(f"{d.untried} of its {d.tries + d.untried} neighbours untried (the time target)")
     return "; ".join(parts) + "."
 
 

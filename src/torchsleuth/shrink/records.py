@@ -64,3 +64,4 @@ class Diagnosis:
     dtypes_passing: tuple[str, ...] = ()
     cpu: str = ""  # off the CPU: "fails" or "passes" on the CPU; "" on the CPU
     tries: int = 0
+    untried: int = 0  # neighbours left untried: the run's time target ran out (run.deadline.finish)

@@ -17,7 +17,13 @@ are loaded as they were for the sweep):
    shrunk case.
 
 Both skip what the store already has, so a sweep killed while shrinking
-resumes here. With ``workers=0`` both run in this process, as the
+resumes here. In a run with a time target both end by the run's end
+(run.deadline.finish): a finding is shrunk only where its case, run again,
+ends by then (its own seconds, from the store), and is kept as found
+otherwise (``OUT_OF_TIME``); a group is diagnosed only while time is left,
+and its neighbours are tried only while the longest so far would end in
+time (shrink.diagnose); what they leave is counted in a ``time-after``
+note (report.notes). With ``workers=0`` both run in this process, as the
 sweep did (tests plant kernels in-process). Otherwise both run in the
 sweep's own pool, whose workers are up already and have loaded the user's
 ``--import`` modules.
@@ -30,12 +36,14 @@ from typing import Callable, Iterator
 
 import functools
 import itertools
+import time
 
 from ..config import SweepConfig
 from ..devices import works as device_works
 from ..engine import run_case
 from ..judge.plugin import BUILTIN, Registry
 from ..judge.records import Finding
+from ..run import deadline
 from ..workers.records import Callbacks
 from ..workers.pool import DeviceLost, Pool
 from . import shrinker
@@ -52,6 +60,9 @@ _SLOWER_SHRINK = 3.0
 
 Step = Callable[[str, int, int], None]  # (pass name, done, total)
 
+# Why a finding is kept as found where the run's time target ended before it could be shrunk (report.notes counts them).
+OUT_OF_TIME = "the time target ran out before it could be shrunk"
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Job:
@@ -60,6 +71,8 @@ class Job:
     # diagnosis jobs only: each finding's group and its shrunk case's finding
     groups: tuple[str, ...] = ()
     shrunk: tuple[Finding, ...] = ()
+    # shrink jobs: the seconds each finding's case took when it was found (what one replay costs)
+    seconds: tuple[float, ...] = ()
 
 
 def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | None = None, pool: Pool | None = None,
@@ -67,13 +80,18 @@ def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | Non
     """Shrink every finding of run ``run_id`` that the store has no result for."""
     done = store.shrunk(run_id)
     todo = [f for f in store.findings(run_id) if f.id not in done]
+    seconds = store.case_seconds(run_id)
     jobs: dict[str, list[Finding]] = {}
     for finding in todo:
         jobs.setdefault(f"{finding.opinfo}|{finding.dtype}|{finding.device}", []).append(finding)
-    _run([Job(key=k, findings=tuple(v)) for k, v in jobs.items()], _shrink_work, config,
-         _recorder(store.add_shrunk, run_id, "shrinking", len(todo), step),
+    _run([Job(key=k, findings=tuple(v), seconds=tuple(seconds.get(f.case_id, 0.0) for f in v)) for k, v in jobs.items()],
+         _shrink_work, config, _recorder(store.add_shrunk, run_id, "shrinking", len(todo), step),
          failed=lambda f, how: Shrunk(finding=f.id, status="kept", case_id=f.case_id, reason=f"replaying it {how}"), pool=pool,
          oracles=oracles)
+    shrunk = store.shrunk(run_id)
+    left = sum(1 for f in todo if f.id in shrunk and shrunk[f.id].reason == OUT_OF_TIME)
+    if left:
+        store.note(run_id, "time-after", f"shrinking {left}/{len(todo)}")
 
 
 def diagnose_groups(config: SweepConfig, store, run_id: int, groups, findings: list[Finding], *, step: Step | None = None,
@@ -89,6 +107,12 @@ def diagnose_groups(config: SweepConfig, store, run_id: int, groups, findings: l
             jobs.append(Job(key=g.id, findings=(first,), groups=(g.id,), shrunk=(shrunk[first.id].replay,)))
     _run(jobs, _diagnose_work, config, _recorder(store.add_diagnosis, run_id, "diagnosing", len(jobs), step), failed=None, pool=pool,
          oracles=oracles)
+    end = deadline.finish(config)
+    if jobs and end and time.time() >= end:  # the groups left undiagnosed once the run's time ran out
+        diagnosed = store.diagnoses(run_id)
+        left = sum(1 for job in jobs if job.key not in diagnosed)
+        if left:
+            store.note(run_id, "time-after", f"diagnosing {left}/{len(jobs)}")
 
 
 def _recorder(add, run_id: int, name: str, total: int, step: Step | None):
@@ -171,15 +195,21 @@ def _shrink_work(job: Job, config: SweepConfig, skip: frozenset[str], only: str 
     from .shrinker import shrink
 
     healthy = _health(config)
-    for finding in job.findings:
+    end = deadline.finish(config)
+    for finding, seconds in zip(job.findings, job.seconds or itertools.repeat(0.0)):
         if finding.id in skip or (only is not None and finding.id != only):
             continue
         yield "begin", finding.id
+        if not deadline.fits(end, seconds):  # its replay alone would end past the run's time target: kept as found
+            yield "outcome", Shrunk(finding=finding.id, status="kept", case_id=finding.case_id, reason=OUT_OF_TIME)
+            continue
+        limit = shrinker.MAX_SECONDS * min(oracles.slower(finding.case_id), _SLOWER_SHRINK)
+        if end:  # the search for a smaller case, after the replay, ends with the run's time
+            limit = max(0.0, min(limit, end - time.time() - seconds))
         # an oracle's own moves first (a compiled chain with one op dropped), its part of the cost before the shrinker's
         result = shrink(finding, functools.partial(run_case, oracles=oracles), healthy=healthy,
                         moves=lambda case: itertools.chain(oracles.moves(case), shrinker.candidates(case)),
-                        simpler=lambda case: (oracles.weight(case), *shrinker.cost(case)),
-                        max_seconds=shrinker.MAX_SECONDS * min(oracles.slower(finding.case_id), _SLOWER_SHRINK))
+                        simpler=lambda case: (oracles.weight(case), *shrinker.cost(case)), max_seconds=limit)
         yield "outcome", result
         if result.reason.startswith(LOST):
             raise DeviceLost(result.reason)  # the pool starts a fresh worker for the rest of the job
@@ -190,12 +220,17 @@ def _diagnose_work(job: Job, config: SweepConfig, skip: frozenset[str], only: st
     from .diagnose import diagnose
 
     healthy = _health(config)
+    end = deadline.finish(config)
     for finding, group, shrunk in zip(job.findings, job.groups, job.shrunk):
         if finding.id in skip or (only is not None and finding.id != only):
             continue
         yield "begin", finding.id
+        if not deadline.fits(end, 0.0):
+            yield "outcome", None  # no diagnosis: the run's time target ran out (counted by diagnose_groups)
+            continue
         try:
-            yield "outcome", diagnose(group, finding, shrunk, functools.partial(run_case, oracles=oracles), dtypes=config.dtypes, healthy=healthy)
+            yield "outcome", diagnose(group, finding, shrunk, functools.partial(run_case, oracles=oracles), dtypes=config.dtypes,
+                                      healthy=healthy, until=end)
         except shrinker.DeviceLost as e:
             yield "outcome", None  # no diagnosis: a neighbour took the device down
             raise DeviceLost(str(e)) from None

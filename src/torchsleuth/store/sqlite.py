@@ -307,6 +307,12 @@ class Store:
     def failed_units(self, run_id: int) -> list[tuple[str, str]]:
         return list(self.db.execute("SELECT unit, detail FROM units WHERE run = ? AND state = 'failed'", (run_id,)))
 
+    def case_seconds(self, run_id: int) -> dict[str, float]:
+        """The case id of each finding -> the seconds its case took (what replaying it costs)."""
+        rows = self.db.execute("SELECT o.case_id, o.seconds FROM outcomes o JOIN findings f ON f.run = o.run AND f.case_id = o.case_id "
+                               "WHERE o.run = ?", (run_id,))
+        return {case_id: seconds or 0.0 for case_id, seconds in rows}
+
     def outcome_rows(self, run_id: int) -> list[tuple]:
         return list(self.db.execute("SELECT case_id, status, reason, seconds FROM outcomes WHERE run = ? ORDER BY case_id", (run_id,)))
 
