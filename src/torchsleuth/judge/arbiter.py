@@ -13,8 +13,14 @@ float64's error, not the dtype's. Those elements are set aside (the rule is
 applied again to the rest), and a note says how many and where: float64's
 error is the ``exact`` oracle's finding, in float64's own cases.
 
+The device rule (judge.verdict.device) asks the same of the CPU: where a
+device's result and the CPU's disagree, an element whose device result is
+within tolerance of the exact value, where the CPU's is not, is the CPU's
+error (its vector path overflowing early, in float64 too, where nothing
+else stands above it), not the device's.
+
 It is paid for only where the precision rule already failed: at most
-``MOST`` elements, each evaluated at 192 and 384 bits (run.exact), within
+``MOST`` distinct points, each evaluated at 192 and 384 bits (run.exact), within
 the evaluation's own deadlines. Functional and method calls of an op in the
 table only, elementwise (the result has the inputs' broadcast shape), real
 floating dtypes; a backward case's gradient is not the function's value.
@@ -33,15 +39,20 @@ from ..run.exact_functions import FUNCTIONS
 from . import compare as cmp
 from .tolerance import Tolerance
 
-# The rejected elements arbitrated at most, per case (the first ones, in row-major order).
+# The distinct points of the rejected elements evaluated at most, per case (the first ones, in row-major order); every
+# rejected element at one of them is arbitrated (a sample's values repeat: the searches tile a few values).
 MOST = 64
 
 
 def acquitted(case, prepared, host: dict, actual: cmp.Leaves, expected: cmp.Leaves,
-              tolerance: Callable[[torch.dtype], Tolerance]) -> tuple[dict[str, torch.Tensor], list[str]]:
+              tolerance: Callable[[torch.dtype], Tolerance], *,
+              names: tuple[str, str] | None = None) -> tuple[dict[str, torch.Tensor], list[str]]:
     """Per leaf, the elements the exact value acquits (a bool mask of the leaf's shape), and a line for each: the
     elements where ``actual`` (the dtype's result) is within ``tolerance`` of the exact value and ``expected`` (float64
-    rounded to the dtype) is not; ``tolerance(dtype)`` is the precision rule's. Empty where the op has no exact function or the call is not elementwise."""
+    rounded to the dtype) is not; ``tolerance(dtype)`` is the precision rule's. ``names``: what the lines call the
+    reference and the result (default float64 and the dtype; the device rule's: the CPU and the device). Empty where
+    the op has no exact function or the call is not elementwise."""
+    wrong, right = names or ("float64", case.dtype)
     entry = FUNCTIONS.get(case.op)
     if entry is None or case.variant not in ("functional", "method"):
         return {}, []
@@ -64,20 +75,25 @@ def acquitted(case, prepared, host: dict, actual: cmp.Leaves, expected: cmp.Leav
         allowed = tolerance(a.dtype)
         rejected = ~_within(got, rounded, allowed)
         mask = torch.zeros(got.shape, dtype=torch.bool)
-        for index in rejected.nonzero().flatten().tolist()[:MOST]:
+        values: dict[tuple, torch.Tensor | None] = {}  # point -> its exact value, rounded: at most MOST points evaluated
+        for index in rejected.nonzero().flatten().tolist():
             point = tuple(float(c.reshape(-1)[index]) for c in columns)
-            y = exact(entry, point, numbers)
+            if point not in values:
+                if len(values) >= MOST:
+                    continue
+                y = exact(entry, point, numbers)
+                values[point] = None if y is None else _rounded(float(y), a.dtype)
+            y = values[point]
             if y is None:
                 continue
-            y = _rounded(float(y), a.dtype)
             if _within(got[index:index + 1], y, allowed).item() and not _within(rounded[index:index + 1], y, allowed).item():
                 mask[index] = True
         if bool(mask.any()):
             found[path] = mask.reshape(a.shape)
             first = int(mask.nonzero()[0])
             at = tuple(float(c.reshape(-1)[first]) for c in columns)
-            lines.append(f"{path}: float64 is wrong at {int(mask.sum())} element(s) where the exact value (mpmath) agrees with "
-                         f"{case.dtype} (first at {', '.join(repr(v) for v in at)}): float64's error, not {case.dtype}'s")
+            lines.append(f"{path}: {wrong} is wrong at {int(mask.sum())} element(s) where the exact value (mpmath) agrees with "
+                         f"{right} (first at {', '.join(repr(v) for v in at)}): {wrong}'s error, not {right}'s")
     return found, lines
 
 
