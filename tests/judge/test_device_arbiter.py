@@ -20,6 +20,8 @@ from torchsleuth.engine import run_case
 from torchsleuth.judge import arbiter, verdict
 
 CASE = "sinh|functional|float64|cpu|s0|contiguous|dim:input@1>19;special:input=overflow"
+# its gradient, grad * cosh(x), at the numbers next to sinh's own threshold: the CPU's cosh overflows early alike
+BACKWARD = "sinh|backward|float64|cpu|s0|contiguous|dim:input@1>19;edge:input=overflow"
 EXP_OVERFLOWS = 709.782712893384  # exp(x) is past float64's largest value from here on
 
 
@@ -32,16 +34,17 @@ def _in_references() -> bool:
     return False
 
 
-def _libm(x: torch.Tensor) -> torch.Tensor:
-    return torch.from_numpy(np.sinh(x.detach().cpu().numpy())).to(x.dtype)
+def _libm(x: torch.Tensor, function=np.sinh) -> torch.Tensor:
+    return torch.from_numpy(function(x.detach().cpu().numpy())).to(x.dtype)
 
 
-def cpu_overflows_early(x):
+def cpu_overflows_early(x, function=np.sinh):
     """The references' sinh overflows where exp does (the CPU's vector path); the call under test is libm's."""
-    right = _libm(x)
+    right = _libm(x, function)
     if not _in_references():
         return right
-    return torch.where(x.abs() > EXP_OVERFLOWS, torch.copysign(torch.full_like(right, float("inf")), x), right)
+    sign = x if function is np.sinh else torch.ones_like(x)
+    return torch.where(x.abs() > EXP_OVERFLOWS, torch.copysign(torch.full_like(right, float("inf")), sign), right)
 
 
 def device_off_by_a_percent(x):
@@ -88,3 +91,17 @@ def test_a_device_kernel_off_by_a_percent_is_still_the_devices_finding(plant, on
 
 def test_the_plants_absent_the_case_is_clean(on_a_device):
     assert not device_findings(run_case(Case.parse(CASE)))
+
+
+def test_the_cpus_early_overflow_in_a_gradient_is_not_the_devices_finding(plant, on_a_device):
+    plant("cosh", lambda x: cpu_overflows_early(x, np.cosh))  # sinh's backward is grad * cosh(x)
+    outcome = run_case(Case.parse(BACKWARD))
+    assert not device_findings(outcome), [f.summary for f in device_findings(outcome)]
+    assert "grad[input]: the CPU is wrong at" in outcome.reason and "agrees with cuda" in outcome.reason
+
+
+def test_without_arbitration_the_gradient_blames_the_device(plant, on_a_device, monkeypatch):
+    plant("cosh", lambda x: cpu_overflows_early(x, np.cosh))
+    monkeypatch.setattr(arbiter, "MOST", 0)
+    [found] = device_findings(run_case(Case.parse(BACKWARD)))
+    assert found.kind == "gradient_mismatch" and found.mismatch.path == "grad[input]"

@@ -22,19 +22,23 @@ else stands above it), not the device's.
 It is paid for only where the precision rule already failed: at most
 ``MOST`` distinct points, each evaluated at 192 and 384 bits (run.exact), within
 the evaluation's own deadlines. Functional and method calls of an op in the
-table only, elementwise (the result has the inputs' broadcast shape), real
-floating dtypes; a backward case's gradient is not the function's value.
+table, elementwise (the result has the inputs' broadcast shape), real
+floating dtypes; and a one-argument function's backward case, whose
+gradient is judged against the exact slope (run.exact.slope) times the
+output's gradient (cosh's vector path overflowing early makes sinh's
+gradient -inf where the exact one fits).
 An element without an exact value (a pole, outside the domain, too slow) is
 left to the rule as it was.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
 
-from ..run.exact import exact
+from ..run.exact import exact, slope
 from ..run.exact_functions import FUNCTIONS
 from . import compare as cmp
 from .tolerance import Tolerance
@@ -54,10 +58,13 @@ def acquitted(case, prepared, host: dict, actual: cmp.Leaves, expected: cmp.Leav
     the op has no exact function or the call is not elementwise."""
     wrong, right = names or ("float64", case.dtype)
     entry = FUNCTIONS.get(case.op)
-    if entry is None or case.variant not in ("functional", "method"):
+    backward = case.variant == "backward"
+    if entry is None or case.variant not in ("functional", "method", "backward") or (backward and entry.arity != 1):
         return {}, []
-    variables = [t for t in host.values() if isinstance(t, torch.Tensor) and t.is_floating_point()][: entry.arity]
-    if len(variables) != entry.arity:
+    variables = [t for p, t in host.items() if isinstance(t, torch.Tensor) and t.is_floating_point() and not p.startswith("grad_output")]
+    variables = variables[: entry.arity]
+    seed = host.get("grad_output[0]") if backward else None  # a gradient is f'(x) times the output's gradient
+    if len(variables) != entry.arity or (backward and not isinstance(seed, torch.Tensor)):
         return {}, []
     numbers = tuple(a for a in prepared.args if isinstance(a, (int, float)) and not isinstance(a, bool))
     found, lines = {}, []
@@ -69,23 +76,24 @@ def acquitted(case, prepared, host: dict, actual: cmp.Leaves, expected: cmp.Leav
             columns = [c.detach().cpu().to(torch.float64) for c in torch.broadcast_tensors(*variables)]
         except RuntimeError:
             return {}, []
-        if tuple(columns[0].shape) != tuple(a.shape):
-            continue  # not elementwise: the result's elements are not the function at the inputs' elements
+        if tuple(columns[0].shape) != tuple(a.shape) or (backward and (path != "grad[input]" or tuple(seed.shape) != tuple(a.shape))):
+            continue  # not elementwise: the result's elements are not the function (its slope) at the inputs' elements
+        grads = seed.detach().cpu().to(torch.float64).reshape(-1) if backward else None
         got, rounded = a.detach().cpu().to(torch.float64).reshape(-1), e.detach().cpu().to(torch.float64).reshape(-1)
         allowed = tolerance(a.dtype)
         rejected = ~_within(got, rounded, allowed)
         mask = torch.zeros(got.shape, dtype=torch.bool)
-        values: dict[tuple, torch.Tensor | None] = {}  # point -> its exact value, rounded: at most MOST points evaluated
+        values: dict[tuple, object] = {}  # point -> its exact value (a gradient's: slope): at most MOST points evaluated
         for index in rejected.nonzero().flatten().tolist():
             point = tuple(float(c.reshape(-1)[index]) for c in columns)
             if point not in values:
                 if len(values) >= MOST:
                     continue
-                y = exact(entry, point, numbers)
-                values[point] = None if y is None else _rounded(float(y), a.dtype)
+                values[point] = slope(entry, point[0], numbers) if backward else exact(entry, point, numbers)
             y = values[point]
-            if y is None:
+            if y is None or (backward and not math.isfinite(float(grads[index]))):
                 continue
+            y = _rounded(float(y * float(grads[index]) if backward else y), a.dtype)
             if _within(got[index:index + 1], y, allowed).item() and not _within(rounded[index:index + 1], y, allowed).item():
                 mask[index] = True
         if bool(mask.any()):
