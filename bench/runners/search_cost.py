@@ -10,6 +10,9 @@
                                                            # the same over every 8th op of the catalog
     python3 bench/run.py search-cost catalog --with=--compile --without= --out DIR
                                                            # the catalog with --compile, then with defaults alone
+    python3 bench/run.py search-cost catalog --device cuda --every 16 --cap 240 --with=--compile --without= --out DIR
+                                                           # ... every 16th op on a GPU, each run stopped after 240 s
+                                                           # with what its store holds by then
 
 ``pointed`` runs the CLI exactly as a user pointing it at one op would (no
 flag but --ops; the depth makes it deep), each op into a fresh database,
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import shutil
 import statistics
 import subprocess
@@ -45,15 +49,19 @@ def cli(args: list[str], tmp: str, cap: float | None = None) -> tuple[float, dic
     out = os.path.join(tmp, "out")
     command = [sys.executable, "-m", "torchsleuth.cli.main", "ops", *args, "--out", out, "--json", os.path.join(tmp, "f.json"), "--no-progress"]
     start = time.perf_counter()
+    # a session of its own: a run stopped at its cap takes its workers with it (they would hold the GPU for the next)
+    ran = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        ran = subprocess.run(command, capture_output=True, text=True, timeout=cap)
+        stdout, stderr = ran.communicate(timeout=cap)
     except subprocess.TimeoutExpired:
+        os.killpg(ran.pid, signal.SIGKILL)
+        ran.communicate()
         return time.perf_counter() - start, {"cases": "-", "findings": [], "stopped": True}, ""
     seconds = time.perf_counter() - start
     if ran.returncode not in (0, 1):
-        raise SystemExit(f"{' '.join(command)} failed ({ran.returncode}): {ran.stderr[-2000:]}")
+        raise SystemExit(f"{' '.join(command)} failed ({ran.returncode}): {stderr[-2000:]}")
     with open(os.path.join(tmp, "f.json")) as f:
-        return seconds, json.load(f), ran.stdout
+        return seconds, json.load(f), stdout
 
 
 def pointed(count: int, names: list[str] | None = None, device: str | None = None, cap: float | None = None,
@@ -137,33 +145,59 @@ def breakdown(db: str) -> str:
     return f"{kinds}; slowest {slowest[0]} {slowest[1]:.0f} s"
 
 
-def catalog(keep: str | None, without: list[str], every: int = 1, with_: str = "", device: str | None = None) -> dict:
+def catalog(keep: str | None, without: list[str], every: int = 1, with_: str = "", device: str | None = None,
+            cap: float | None = None, record=lambda made: None) -> dict:
     """The catalog (every ``every``-th op of it, when above 1: a catalog run, --depth catalog) with defaults (and
-    ``with_``'s flags), then without each part (each of ``without`` after the defaults' flags, ``with_`` not)."""
+    ``with_``'s flags), then without each part (each of ``without`` after the defaults' flags, ``with_`` not). A run
+    stopped at ``cap`` seconds is listed as stopped with what its store holds by then (its cases, and where their
+    seconds went); ``record(made)`` is handed what ran so far after each run (a record a ``--limit`` cannot take)."""
     from torchsleuth import resolve_ops
 
     chosen = [] if every <= 1 else ["--ops", ",".join(resolve_ops(None)[::every]), "--depth", "catalog"]
     chosen += ["--device", device] if device else []
     first = f"defaults {with_}".strip() if with_ else "defaults (search and sampled oracles within the budget)"
-    print("| run | cases | wall s | findings | compiled cases (pass/finding/raised/other) |")
-    print("| --- | ---: | ---: | ---: | --- |")
+    columns = ["run", "cases", "wall s", "findings", "compiled cases (pass/finding/raised/other)", "case seconds by kind"]
+    print("| " + " | ".join(columns) + " |")
+    print("| --- | ---: | ---: | ---: | --- | --- |")
     seconds, rows = {}, []
     for name, args in ((first, with_.split()), *((w or "defaults", w.split()) for w in without)):
         with tempfile.TemporaryDirectory() as tmp:
             folder = os.path.join(keep, "-".join(a.strip("-") for a in args) if args else "defaults") if keep else tmp
             os.makedirs(folder, exist_ok=True)
-            seconds[name], document, stdout = cli([*chosen, *args], folder)
-            compiled = _compiled(os.path.join(folder, "out", "runs.db"))
-        rows.append([name, document["cases"], round(seconds[name], 1), len(document["findings"]), compiled])
-        print(f"| {name} | {document['cases']} | {seconds[name]:.1f} | {len(document['findings'])} | {compiled} |", flush=True)
+            seconds[name], document, stdout = cli([*chosen, *args], folder, cap)
+            db = os.path.join(folder, "out", "runs.db")
+            compiled, spent = _compiled(db), breakdown(db)
+            cases = f"{_stored(db)} stored" if document.get("stopped") else document["cases"]
+        wall = f"stopped at {cap:.0f}" if document.get("stopped") else round(seconds[name], 1)
+        rows.append([name, cases, wall, len(document["findings"]), compiled, spent])
+        print(f"| {name} | {cases} | {wall} | {len(document['findings'])} | {compiled} | {spent} |", flush=True)
         for kind, text in _notes(stdout):
             if kind in ("search", "compile", "refusals", "time"):
                 print(f"    note ({kind}): {text}")
+        record(_catalog_made(columns, rows, seconds))
+    made = _catalog_made(columns, rows, seconds)
+    for label, ratio in made["figures"].items():
+        print(f"\n{label}: {ratio:.2f}")
+    return made
+
+
+def _catalog_made(columns: list[str], rows: list, seconds: dict) -> dict:
+    """The record so far: the table, and the first run's time over each other's (where neither was stopped)."""
+    ended = {row[0] for row in rows if not isinstance(row[2], str)}
     first, *others = seconds
-    for other in others:
-        print(f"\nratio of {first} to {other}: {seconds[first] / seconds[other]:.2f}")
-    return {"table": _record.table(["run", "cases", "wall s", "findings", "compiled cases (pass/finding/raised/other)"], rows),
-            "figures": {f"ratio of {first} to {other}": round(seconds[first] / seconds[other], 2) for other in others}}
+    return {"table": _record.table(columns, rows),
+            "figures": {f"ratio of {first} to {other}": round(seconds[first] / seconds[other], 2)
+                        for other in others if first in ended and other in ended}}
+
+
+def _stored(db: str) -> int:
+    """The cases a run's store holds (a run stopped at its cap: those that ran by then)."""
+    import sqlite3
+
+    if not os.path.exists(db):
+        return 0
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT COUNT(*) FROM outcomes").fetchone()[0]
 
 
 def _compiled(db: str) -> str:
@@ -184,7 +218,8 @@ def main() -> int:
     parser.add_argument("--ops", type=int, default=15, help="pointed: how many ops (default 15)")
     parser.add_argument("--names", help="pointed: these ops (comma-separated) in place of every k-th of the catalog")
     parser.add_argument("--device", help="the device the runs sweep (default the CLI's)")
-    parser.add_argument("--cap", type=float, metavar="S", help="pointed: stop each run after S seconds and say so")
+    parser.add_argument("--cap", type=float, metavar="S", help="stop each run after S seconds and say so (catalog: with the cases "
+                                                               "its store holds by then, and where their seconds went)")
     parser.add_argument("--keep", action="store_true", help="catalog: keep each run's database, findings file and repros under --out; "
                                                             "pointed: each run's findings file (--out/pointed-OP.json)")
     parser.add_argument("--every", type=int, default=1, metavar="K", help="catalog: every K-th op of the catalog only (default 1: all)")
@@ -205,7 +240,7 @@ def main() -> int:
                        findings=args.out if args.keep else None, with_=args.with_)
     else:
         made = catalog(args.out if args.keep else None, ["--search none"] if args.without is None else args.without, args.every,
-                       args.with_, args.device)
+                       args.with_, args.device, args.cap, record=lambda so_far: _record.write(args.out, "search-cost", **so_far, complete=False))
     _record.write(args.out, "search-cost", **made, complete=True)
     return 0
 
