@@ -49,16 +49,38 @@ def test_a_finding_whose_replay_would_end_past_the_runs_end_is_kept_as_found_unr
     assert replays == []  # nothing replayed, nothing diagnosed
     n = len(result.findings)
     assert ("time-after", f"shrinking {n}/{n}") in result.notes
-    said = [text for kind, text in run_notes(result.notes, result.run.config, {}) if kind == "time" and "shrinking" in text]
-    assert said == [f"the time target (1e-06 s) ran out while shrinking and diagnosing: {n} of {n} finding(s) unshrunk (each kept "
+    assert said_after(result) == [f"the time target (1e-06 s) ran out while shrinking and diagnosing: {n} of {n} finding(s) unshrunk (each kept "
                     "as found: its repro script is the case that failed); --time 0 shrinks and diagnoses them all"]
+
+
+def said_after(result) -> list[str]:
+    return [text for kind, text in run_notes(result.notes, result.run.config, {}) if kind == "time" and "shrinking" in text]
 
 
 def test_with_time_left_the_same_findings_are_shrunk_and_diagnosed_and_nothing_is_said(plant, run_sweep, replays):
     plant("neg", neg_wrong_when_transposed)
     result = run_sweep(config(time_target=3600))
     assert result.findings and all(result.shrunk[f.id].status == "shrunk" for f in result.findings)
-    assert replays and not [note for note in result.notes if note[0] == "time-after"]
+    assert replays and not said_after(result)
+    assert all(text.split(" ")[1].startswith("0/") for kind, text in result.notes if kind == "time-after")
+
+
+def test_shrinking_again_with_time_shrinks_what_the_target_kept_and_the_summary_says_nothing_was_left(plant, tmp_path, replays):
+    """What a resumed run does (a run killed after its shrink stage began goes on from the store)."""
+    from torchsleuth import sweep
+
+    plant("neg", neg_wrong_when_transposed)
+    db = str(tmp_path / "runs.db")
+    first = sweep(config(time_target=1e-6), db=db)
+    assert {s.reason for s in first.shrunk.values()} == {stage.OUT_OF_TIME} and said_after(first) and not replays
+    store = Store(db)
+    try:
+        stage.shrink_findings(config(), store, first.run.id)  # no target: time enough
+        shrunk, notes = store.shrunk(first.run.id), store.notes(first.run.id)
+    finally:
+        store.close()
+    assert all(shrunk[f.id].status == "shrunk" for f in first.findings) and replays
+    assert not [text for kind, text in run_notes(notes, first.run.config, {}) if kind == "time" and "shrinking" in text]
 
 
 def test_the_clean_run_is_clean(run_sweep):

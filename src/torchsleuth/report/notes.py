@@ -60,6 +60,7 @@ def _timed(notes, config: dict) -> tuple[tuple[str, str], ...]:
                              "cases ran; --time 0 runs them all"))
     words = {"shrinking": "finding(s) unshrunk (each kept as found: its repro script is the case that failed)",
              "diagnosing": "group(s) undiagnosed"}
+    after = {stage: counts for stage, counts in after.items() if counts[0]}  # a resumed run's last said none was left
     if after:
         parts = [f"{out:,} of {of:,} {words.get(stage, stage)}" for stage, (out, of) in after.items()]
         said.append(("time", f"the time target ({target:g} s) ran out while shrinking and diagnosing: {' and '.join(parts)}; "

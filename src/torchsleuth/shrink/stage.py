@@ -79,7 +79,8 @@ def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | Non
                     oracles: Registry = BUILTIN) -> None:
     """Shrink every finding of run ``run_id`` that the store has no result for."""
     done = store.shrunk(run_id)
-    todo = [f for f in store.findings(run_id) if f.id not in done]
+    # a finding a time target kept as found is shrunk again where a resumed run has the time (--time 0)
+    todo = [f for f in store.findings(run_id) if f.id not in done or done[f.id].reason == OUT_OF_TIME]
     seconds = store.case_seconds(run_id)
     jobs: dict[str, list[Finding]] = {}
     for finding in todo:
@@ -90,7 +91,7 @@ def shrink_findings(config: SweepConfig, store, run_id: int, *, step: Step | Non
          oracles=oracles)
     shrunk = store.shrunk(run_id)
     left = sum(1 for f in todo if f.id in shrunk and shrunk[f.id].reason == OUT_OF_TIME)
-    if left:
+    if todo and (left or deadline.finish(config) or any(f.id in done for f in todo)):  # the last says (report.notes)
         store.note(run_id, "time-after", f"shrinking {left}/{len(todo)}")
 
 
@@ -108,11 +109,10 @@ def diagnose_groups(config: SweepConfig, store, run_id: int, groups, findings: l
     _run(jobs, _diagnose_work, config, _recorder(store.add_diagnosis, run_id, "diagnosing", len(jobs), step), failed=None, pool=pool,
          oracles=oracles)
     end = deadline.finish(config)
-    if jobs and end and time.time() >= end:  # the groups left undiagnosed once the run's time ran out
+    if jobs and end:  # the groups left undiagnosed once the run's time ran out; the last note says (report.notes)
         diagnosed = store.diagnoses(run_id)
-        left = sum(1 for job in jobs if job.key not in diagnosed)
-        if left:
-            store.note(run_id, "time-after", f"diagnosing {left}/{len(jobs)}")
+        left = sum(1 for job in jobs if job.key not in diagnosed) if time.time() >= end else 0
+        store.note(run_id, "time-after", f"diagnosing {left}/{len(jobs)}")
 
 
 def _recorder(add, run_id: int, name: str, total: int, step: Step | None):
