@@ -3,8 +3,8 @@
 Where Triton is installed, inductor starts ``compile_threads`` processes at a process's first compile; sixteen sweep
 workers on a GPU host each started sixteen. This machine has no Triton, so the test makes inductor believe it has
 (``has_triton_package``) and decide on four threads, as a four-core GPU host would, in a fresh interpreter: a sweep
-with the compiled variant leaves the interpreter with no child process, and a plain ``torch.compile`` after it, with
-the same settings, starts the pool (the check can fail).
+with the compiled variant leaves the interpreter with no child process, and what inductor's backend does first at a
+plain compile, with the same settings, starts the pool (the check can fail; on a torch that starts none, it skips).
 """
 
 from __future__ import annotations
@@ -30,14 +30,13 @@ def children():
 
 from torchsleuth import SweepConfig, resolve_ops, sweep
 
-config = SweepConfig(ops=resolve_ops("sinh"), dtypes=("float32",), layouts=("contiguous", "transposed"),
+config = SweepConfig(ops=resolve_ops("sinh"), dtypes=("float32",), layouts=("contiguous",),
                      variants=("functional",), samples=1, workers=0, search=(), oracles=("compile:sampled",), shrink=False)
 result = sweep(config, db=os.environ["DB"])
 after_sweep = children()
 compiled = sqlite3.connect(os.environ["DB"]).execute(
     "select count(*) from outcomes where case_id like '%@compile:%' and status = 'pass'").fetchone()[0]
-torch._dynamo.reset()
-torch.compile(lambda x: x.cos() * 3, backend=torch._dynamo.lookup_backend("inductor"), fullgraph=True)(torch.randn(4))
+async_compile.maybe_warm_pool()  # what inductor's backend does first at a compile, outside torchsleuth's
 print(json.dumps({"compiled": compiled, "after_sweep": after_sweep, "after_plain": children()}))
 """
 
