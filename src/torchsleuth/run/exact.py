@@ -108,8 +108,8 @@ def conditioning(entry: Exact, point: tuple[float, ...], numbers: tuple) -> mp.m
 
 def slope(entry: Exact, x: float, numbers: tuple) -> mp.mpf | None:
     """df/dx of a one-argument function at ``x`` (its gradient's exact value, times the output's gradient): a
-    central difference at a relative step of 2^-100 of the values ``exact`` gives at both sides; None where either side
-    has none, at zero, or where a side is outside the domain."""
+    central difference at a relative step of 2^-100 of its values at 2 * PRECISION bits on both sides, which leaves
+    far more bits than float64's; None where a side has no value or is outside the domain, and at zero."""
     if x == 0 or not math.isfinite(x):
         return None
     with mp.workprec(2 * PRECISION):
