@@ -153,6 +153,12 @@ def _tensors(path, a: torch.Tensor, e: torch.Tensor, *, tolerance, slack, check_
     )
 
 
+def set_aside(actual: Leaves, expected: Leaves, masks: dict[str, torch.Tensor]) -> Leaves:
+    """``actual`` with the elements ``masks`` marks (a bool mask per path) taken from ``expected``: elements a rule has
+    explained, which the comparison made again then passes."""
+    return [(p, torch.where(masks[p].to(v.device), e.to(v.device), v) if p in masks else v) for (p, v), (_, e) in zip(actual, expected)]
+
+
 def elementwise(a64: torch.Tensor, e64: torch.Tensor, tol: Tolerance, slack=None, *,
                 dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The rule of ``compare`` element by element, on float64 (or complex128) tensors of one shape: where ``a64`` is not

@@ -152,8 +152,7 @@ def precision(ctx: Context) -> None:
                 break
             ctx.notes.append(f"{', '.join(overflowed)}: an intermediate of the call overflows {ctx.case.dtype} where float64 "
                              "does not, or the op's documented formula evaluated in it gives the result; those elements are not judged")
-            actual = [(p, torch.where(overflowed[p].to(v.device), e.to(v.device), v) if p in overflowed else v)
-                      for (p, v), (_, e) in zip(actual, expected)]
+            actual = cmp.set_aside(actual, expected, overflowed)
         slack = {p: PRECISION_MARGIN * s for p, s in (ctx.slack(1.0, jumps=bool(jumps)) or {}).items()}
         slack = {**second, **{p: s + second[p] if p in second and second[p].shape == s.shape else s for p, s in slack.items()}}
         found = ctx.canonical(cmp.compare(actual, expected, tolerance=tolerance, slack=slack), actual, expected, slack)
@@ -163,8 +162,7 @@ def precision(ctx: Context) -> None:
         acquit, lines = arbiter.acquitted(ctx.case, ctx.ev.prepared, ctx.ev.refs.host, actual, expected, tolerance)
         if acquit:
             ctx.notes.extend(lines)
-            actual = [(p, torch.where(acquit[p].to(v.device), e.to(v.device), v) if p in acquit else v)
-                      for (p, v), (_, e) in zip(actual, expected)]
+            actual = cmp.set_aside(actual, expected, acquit)
             found = ctx.canonical(cmp.compare(actual, expected, tolerance=tolerance, slack=slack), actual, expected, slack)
     if found:
         kind = "gradient_mismatch" if ctx.case.variant == "backward" else "mismatch"
@@ -199,16 +197,18 @@ def device(ctx: Context) -> None:
     # does not compute (batch norm's saved statistics in eval mode)
     uncomputed = {p for (p, a), (_, e) in zip(cmp.flatten(ev.ran.result), cmp.flatten(reference.value))
                   if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor) and (a.numel() == 0) != (e.numel() == 0)}
-    found = [m for m in ctx.differs(ev.ran.result, reference.value, scale=2.0, extra=extra, check_dtype=False) if m.path not in {*zeros, *uncomputed}]
+
+    def differing(result) -> list:
+        return [m for m in ctx.differs(result, reference.value, scale=2.0, extra=extra, check_dtype=False) if m.path not in {*zeros, *uncomputed}]
+
+    found = differing(ev.ran.result)
     if found:  # the exact value, where the function has one, sets aside the elements where the CPU is the wrong one
-        acquit, lines = arbiter.acquitted(ctx.case, ev.prepared, ev.refs.host, cmp.flatten(ev.ran.result), cmp.flatten(reference.value),
-                                          ctx.tolerance, names=("the CPU", ctx.case.device))
+        actual, expected = cmp.flatten(ev.ran.result), cmp.flatten(reference.value)
+        acquit, lines = arbiter.acquitted(ctx.case, ev.prepared, ev.refs.host, actual, expected, ctx.tolerance,
+                                          names=("the CPU", ctx.case.device))
         if acquit:
             ctx.notes.extend(lines)
-            actual = {p: torch.where(acquit[p].to(v.device), e.to(v.device), v) if p in acquit else v
-                      for (p, v), (_, e) in zip(cmp.flatten(ev.ran.result), cmp.flatten(reference.value))}
-            found = [m for m in ctx.differs(actual, reference.value, scale=2.0, extra=extra, check_dtype=False)
-                     if m.path not in {*zeros, *uncomputed}]
+            found = differing(dict(cmp.set_aside(actual, expected, acquit)))  # a dict of leaves flattens to the same paths
     if found and ev.declared_nondeterministic and ev.nondeterministic:
         ctx.notes.append(f"{ctx.short()} on {ctx.case.device} differs from the CPU, but PyTorch declares it nondeterministic there")
     elif found:
