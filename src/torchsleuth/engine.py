@@ -78,7 +78,8 @@ def run_unit(unit: Unit, config: SweepConfig, skip: frozenset[str] = frozenset()
     variants = tuple(v for v in config.variants if v in functions and (v != "backward" or backward_ok))
     this = _Unit(unit=unit, config=config, entry=entry, functions=functions, variants=variants, skip=skip, only=only, oracles=oracles,
                  override=opinfo.tolerance_override(entry, torch.device(unit.device).type, dtype),
-                 clock=deadline.Clock(deadline=0.0 if only is not None else deadline.earliest(config.deadline, getattr(skip, "until", 0.0))),
+                 clock=deadline.Clock(deadline=0.0 if only is not None else deadline.earliest(config.deadline, getattr(skip, "until", 0.0)),
+                                      end=0.0 if only is not None else config.deadline),
                  stage=getattr(skip, "stage", None))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -201,9 +202,11 @@ def _judged(case: Case, run, config: SweepConfig, only: str | None, clock: deadl
             yield "call", describe(None, config, case.id)
         except Exception:  # the pool asks another worker, as it does where this one dies first
             pass
+    began = time.monotonic()
     try:
         with deadline.running(clock):
             outcome = run()
+        deadline.took(case, time.monotonic() - began)  # what the next case of its oracle's form is expected to take
     except Exception as e:  # a bug in torchsleuth, not in the op: shown apart
         outcome = Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")
         if config.workers > 0 and only is None:

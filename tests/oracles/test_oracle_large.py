@@ -18,6 +18,7 @@ import dataclasses
 import math
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -641,3 +642,41 @@ def test_a_span_probe_past_the_runs_deadline_tries_one_dim_and_says_which_it_lef
         cut = run_case(Case.parse(whole.case.id))
     assert cut.status == whole.status and cut.reason.count("dim:input@") == 1 and "left untried: the time target ran out" in cut.reason
     assert not deadline.passed()  # outside a unit's case: no deadline
+
+
+def test_a_span_probe_skips_a_dim_whose_results_would_pass_its_bound_saying_so(monkeypatch, small_span):
+    # bicubic interpolation of sample 0 ([2, 3, 4, 4] to 3 x 3): each entry of the channel dim adds nine result elements,
+    # one of a spatial dim none; with the bound at 10,000 the channel dim (9 x 2051) is skipped and the others judged
+    from torchsleuth.cases.records import Case
+    from torchsleuth.engine import run_case
+
+    case = Case.parse(f"nn.functional.interpolate.bicubic|functional|float32|cpu|s0|contiguous|@large:span={SPAN}")
+    monkeypatch.setattr(small_span, "MAX_ELEMENTS", 10_000)
+    bounded = run_case(case)
+    assert bounded.status == "pass" and f"dim 1 tiled to {SPAN}: its results would hold about {9 * SPAN} elements, past 10000" in bounded.reason
+    assert f"dim:input@2>{SPAN}" in bounded.reason and f"dim:input@3>{SPAN}" in bounded.reason, bounded.reason
+    monkeypatch.setattr(small_span, "MAX_ELEMENTS", 1 << 26)
+    whole = run_case(case)
+    assert whole.status == "pass" and f"dim:input@1>{SPAN}" in whole.reason and "results would hold" not in whole.reason, whole.reason
+
+
+def test_a_span_probe_tries_no_further_dim_that_as_long_as_the_last_would_end_past_the_deadline(monkeypatch, small_span):
+    from torchsleuth.cases.records import Case
+    from torchsleuth.engine import run_case
+    from torchsleuth.run import deadline
+
+    class Slow:  # every dim seems to take 100 s
+        now = 0.0
+
+        def monotonic(self):
+            Slow.now += 100.0
+            return Slow.now
+
+    case = Case.parse(f"cumsum|functional|float32|cpu|s0|contiguous|@large:span={SPAN}")
+    monkeypatch.setattr(small_span, "time", Slow())
+    with deadline.running(deadline.Clock(deadline=time.time() + 3600, end=time.time() + 60)):
+        cut = run_case(case)
+    assert cut.reason.count("dim:input@") == 1 and "left untried: the time target ran out" in cut.reason, cut.reason
+    with deadline.running(deadline.Clock(deadline=time.time() + 3600, end=time.time() + 3600)):
+        whole = run_case(case)
+    assert whole.reason.count("dim:input@") >= 2 and "left untried" not in whole.reason, whole.reason

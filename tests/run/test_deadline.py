@@ -3,6 +3,7 @@ oracle and searched cases out, counted; staged parts (workers.parts) split a uni
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -135,3 +136,34 @@ def test_the_time_target_given_on_the_command_line_reaches_the_run(tmp_path, cap
     assert main(argv) == ExitCode.CLEAN
     out = capsys.readouterr().out
     assert "note (time): the time target (1e-06 s) left out" in " ".join(out.split())
+
+
+def test_an_oracles_case_begins_only_where_the_slowest_of_its_form_so_far_would_end_by_the_sweeps_deadline(monkeypatch):
+    from torchsleuth.cases.records import Case
+
+    monkeypatch.setattr(deadline, "_slowest", {})
+    span = Case(op="neg", variant="functional", dtype="float32", device="cpu", sample=0, oracle="large:span=8388611")
+    compiled = dataclasses.replace(span, oracle="compile:static")
+    searched = Case(op="neg", variant="functional", dtype="float32", device="cpu", sample=0, edits=("values:input=nan",))
+    # the part's slice and the sweep's deadline both half a minute away
+    clock = deadline.Clock(deadline=time.time() + 30, end=time.time() + 30)
+    assert clock.runs(span)  # the first of its form: no estimate, time is left
+    deadline.took(span, 45.0)
+    deadline.took(compiled, 2.0)
+    assert deadline.expected(span) == 45.0 and deadline.expected(searched) == 0.0
+    assert not clock.runs(span) and clock.note() == "time 1/2"  # 45 s would end past the deadline
+    assert clock.runs(compiled) and clock.runs(searched)  # another form's estimate fits; a searched case has none
+    assert deadline.Clock(deadline=time.time() + 30, end=time.time() + 60).runs(span)  # a later sweep deadline holds it
+
+
+def test_a_unit_leaves_out_an_oracles_cases_that_would_not_end_in_time_and_learns_how_long_they_take(monkeypatch):
+    monkeypatch.setattr(deadline, "_slowest", {})
+    everything = outcomes(run_unit(UNIT, config()))
+    vmap = [o.case for o in everything if o.case.oracle.startswith("vmap")]
+    assert vmap and deadline.expected(vmap[0]) > 0  # the engine told the clock what its cases took
+    for case in vmap:
+        deadline.took(case, 3600.0)  # as if one of each form had taken an hour
+    events = list(run_unit(UNIT, config(deadline=time.time() + 600)))
+    ran = outcomes(events)
+    assert not [o for o in ran if o.case.oracle.startswith("vmap")] and [o for o in ran if o.case.edits]
+    assert [payload for kind, payload in events if kind == "note" and payload.startswith("time ")]

@@ -23,7 +23,11 @@ is kept as found, or left undiagnosed, and counted (report.notes).
 
 A case already running at the deadline runs to its end (its own timeout bounds it), but for an oracle whose case makes
 several costly calls: it asks ``passed`` between them (the span probe tries one dim after another, each tens of
-seconds on an H100's host). A replay (``only``) and a run with no target have no deadline.
+seconds on an H100's host), with the seconds the last one took, and makes no further call that would end past it. So
+that such a case does not begin just before the deadline and run tens of seconds past it, an oracle's case begins only
+where the slowest case of its form this process has run (``took``: the span probe, a compile) would still end by the
+sweep's deadline (``Clock.end``); the first of each form has no estimate and begins while time is left. A replay
+(``only``) and a run with no target have no deadline.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from dataclasses import dataclass
 SHARE = 0.6
 # The clock of the unit whose case this process runs now (``running``), for ``passed``.
 _current = None
+# The seconds the slowest case of each oracle form (``form``) took in this process (``took``), for ``expected``.
+_slowest: dict[str, float] = {}
 
 
 def deadline(time_target: float, *, now: float | None = None) -> float:
@@ -70,16 +76,18 @@ class Clock:
     """One unit's view of the deadline (0: none): which cases still run, and how many it left out of how many."""
 
     deadline: float = 0.0
+    end: float = 0.0  # the sweep's own deadline (``deadline`` may be a part's earlier slice): an oracle's case ends by it
     planned: int = 0  # the unit's own oracle and searched cases asked about
     left: int = 0  # of those, the ones left out
 
     def runs(self, case) -> bool:
         """Whether ``case`` (one this unit would run) runs: always for a sample's own case, before the deadline for the
-        others."""
+        others, and an oracle's case only where the slowest of its form so far would end by the sweep's deadline."""
         if not self.deadline or (not case.edits and not case.oracle):
             return True
         self.planned += 1
-        if time.time() <= self.deadline:
+        now = time.time()
+        if now <= self.deadline and fits(self.end or self.deadline, expected(case), now=now):
             return True
         self.left += 1
         return False
@@ -108,11 +116,30 @@ def running(clock: Clock | None):
         _current = before
 
 
-def passed() -> bool:
-    """Whether the deadline of the unit whose case runs now has passed: an oracle whose one case makes several costly
-    calls (the large oracle's span probe, one dim after another) stops between them. False outside a unit's case (a
-    replay, the shrinker's)."""
-    return _current is not None and bool(_current.deadline) and time.time() > _current.deadline
+def passed(seconds: float = 0.0) -> bool:
+    """Whether the deadline of the unit whose case runs now has passed, or would have after ``seconds`` more: an oracle
+    whose one case makes several costly calls (the large oracle's span probe, one dim after another) stops between them,
+    where the next, as long as the last, would end past it. False outside a unit's case (a replay, the shrinker's)."""
+    if _current is None or not _current.deadline:
+        return False
+    now = time.time()
+    return now > _current.deadline or not fits(_current.end or _current.deadline, seconds, now=now)
+
+
+def form(case) -> str:
+    """An oracle case's form (``large:span`` of ``large:span=8388611``, ``compile:static``); "" for any other case."""
+    return case.oracle.split("=")[0] if case.oracle else ""
+
+
+def took(case, seconds: float) -> None:
+    """``case`` took ``seconds`` in this process: the estimate of its form's next cases (``expected``)."""
+    if form(case):
+        _slowest[form(case)] = max(_slowest.get(form(case), 0.0), seconds)
+
+
+def expected(case) -> float:
+    """What ``case`` is expected to take: the slowest case of its form this process has run (0: none yet)."""
+    return _slowest.get(form(case), 0.0) if form(case) else 0.0
 
 
 def spread(items: list) -> list:

@@ -28,7 +28,13 @@ softmax and the normalisations, sorts, flips and rolls, pooling,
 interpolation, gathers. A tensor whose other dims hold more than one entry
 would make ``L`` times as many elements; past ``MAX_ELEMENTS`` those dims are
 narrowed to one entry first (``dim:input@d>1``); a call that then raises
-(an argument tied to a narrowed dim) is loud, not a finding.
+(an argument tied to a narrowed dim) is loud, not a finding. The results
+are bounded too: two small calls, the dim at its own size and at twice it,
+say how many result elements each entry adds (bicubic interpolation to a
+3 x 3 image adds nine for each entry of its channel dim, none for one of
+its spatial dims), and a dim whose results would pass ``MAX_ELEMENTS`` is
+skipped, saying so: its float64 runs took most of a minute on an H100
+(bench/time-target.md) and test a batch index the element probes test.
 
 One dtype: float32 (``DTYPE``). An index is computed the same way in a
 kernel's every dtype, and each probe costs seconds on the CPU, so the other
@@ -45,9 +51,13 @@ float16 index goes wrong): everything here reads it when called.
 from __future__ import annotations
 
 import dataclasses
+import time
 
+import torch
+
+from ...judge import calls
 from ...judge.records import Outcome
-from ...run import deadline
+from ...run import call, deadline
 from ...search import edits
 from . import bounds, stretched
 
@@ -78,11 +88,14 @@ def span(case, subject, length: int) -> Outcome:
         return Outcome(case=case, status="skip", reason="the sample has no input with a dim to stretch")
     judged, untried = [], ""
     dims = sorted((d for d in range(x.dim()) if x.shape[d] > 1), key=lambda d: -x.shape[d])[:MAX_DIMS]
+    last = 0.0  # the seconds the last dim took: the next one, as long, must end by the run's deadline
     for position, dim in enumerate(dims):
-        if judged and deadline.passed():  # the run's time target: the dims left are said, not tried (run.deadline)
+        if judged and deadline.passed(last):  # the run's time target: the dims left are said, not tried (run.deadline)
             untried = f"; dims {', '.join(map(str, dims[position:]))} left untried: the time target ran out"
             break
+        began = time.monotonic()
         outcome = _along(case, subject, x, dim, length)
+        last = time.monotonic() - began
         if outcome.findings:
             return outcome
         judged.append(outcome)
@@ -100,6 +113,12 @@ def _along(case, subject, x, dim: int, length: int) -> Outcome:
         narrowed = tuple(edits.stretch("input", d, 1) for d in range(x.dim()) if d != dim and x.shape[d] > 1)
         per_entry = 1
     elements = per_entry * length
+    results = _results(case, subject, narrowed, dim, x.shape[dim], length)
+    if results > MAX_ELEMENTS:
+        return Outcome(case=case, status="skip",
+                       reason=f"its input {list(x.shape)} with dim {dim} tiled to {length}: its results would hold about {results} "
+                              f"elements, past {MAX_ELEMENTS}")
+    elements = max(elements, results)
     wide = elements * 8 * WIDE_COPIES
     short = (bounds.short_of_memory(case.device, elements * x.element_size() * COPIES + (wide if case.device != "cpu" else 0))
              or bounds.short_of_memory("cpu", elements * x.element_size() * 2 + (wide if case.device == "cpu" else 0)))
@@ -110,3 +129,18 @@ def _along(case, subject, x, dim: int, length: int) -> Outcome:
     reason = f"{longer.id}: {judged.reason}" if judged.reason else f"judged as {longer.id}"
     return Outcome(case=case, status=judged.status, reason=reason, findings=judged.findings)
 
+
+
+def _results(case, subject, narrowed: tuple[str, ...], dim: int, size: int, length: int) -> int:
+    """About how many elements the call's results hold with dim ``dim`` of its input tiled to ``length`` (the other dims
+    ``narrowed``): the call with the dim at ``size`` entries and at twice that says how many each entry adds. 0 where
+    either call raises (the probe's own call then says how)."""
+    counts = []
+    for entries in (size, 2 * size):
+        sample = edits.apply(subject.sample, narrowed + (edits.stretch("input", dim, entries),))
+        try:
+            found = calls.leaves(calls.run(call.prepare(calls.plain(case), subject.function, sample)))
+        except Exception:
+            return 0
+        counts.append(sum(value.numel() for _, value in found if isinstance(value, torch.Tensor)))
+    return max(0, counts[0] + (counts[1] - counts[0]) * (length - size) // size)
