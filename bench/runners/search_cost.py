@@ -54,14 +54,40 @@ def cli(args: list[str], tmp: str, cap: float | None = None) -> tuple[float, dic
     try:
         stdout, stderr = ran.communicate(timeout=cap)
     except subprocess.TimeoutExpired:
+        where = stopped_where(ran.pid, os.path.join(out, "runs.db"))  # before the kill: what it was doing
         os.killpg(ran.pid, signal.SIGKILL)
         ran.communicate()
-        return time.perf_counter() - start, {"cases": "-", "findings": [], "stopped": True}, ""
+        return time.perf_counter() - start, {"cases": "-", "findings": [], "stopped": True, "where": where}, ""
     seconds = time.perf_counter() - start
     if ran.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(command)} failed ({ran.returncode}): {stderr[-2000:]}")
     with open(os.path.join(tmp, "f.json")) as f:
         return seconds, json.load(f), stdout
+
+
+def stopped_where(pid: int, db: str) -> str:
+    """What a run stopped at its cap was doing: its store's counts (cases, findings, findings shrunk, groups diagnosed:
+    which stage it was in) and, where py-spy is installed (run.py --wheels carries it), the innermost torchsleuth frames
+    of its main thread."""
+    import sqlite3
+
+    counts = ""
+    if os.path.exists(db):
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            count = lambda table: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: E731
+            counts = (f"its store then: {count('outcomes')} cases, {count('findings')} findings, {count('shrunk')} shrunk, "
+                      f"{count('diagnoses')} diagnosed")
+    spy = shutil.which("py-spy")
+    if spy is None:
+        return counts
+    try:
+        dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return counts
+    main = dump.split("\nThread ")[1] if "\nThread " in dump else dump  # the first thread py-spy lists: the main one
+    frames = [line.split()[0] + " (" + line.rsplit("/", 1)[-1].rstrip(")") + ")" for line in main.splitlines()
+              if "torchsleuth/" in line and "(" in line][:6]
+    return "; ".join(filter(None, [counts, "its main thread in " + " < ".join(frames) if frames else ""]))
 
 
 def pointed(count: int, names: list[str] | None = None, device: str | None = None, cap: float | None = None,
@@ -80,7 +106,7 @@ def pointed(count: int, names: list[str] | None = None, device: str | None = Non
         ops = [everything[int(i * step)] for i in range(count)]
     print("| op | cases | wall s | sweep s | findings | left out by the time target | case seconds by kind (summed over workers) |")
     print("| --- | ---: | ---: | ---: | ---: | --- | --- |")
-    times, rows = {}, []
+    times, rows, stopped = {}, [], []
     for op in ops:
         with tempfile.TemporaryDirectory() as tmp:
             seconds, document, stdout = cli(["--ops", op, *(["--device", device] if device else []), *with_.split()], tmp, cap)
@@ -92,8 +118,11 @@ def pointed(count: int, names: list[str] | None = None, device: str | None = Non
         swept, left = _summary(stdout)
         rows.append([op, document["cases"], wall, swept, len(document["findings"]), left, spent])
         print(f"| {op} | {document['cases']} | {wall} | {swept} | {len(document['findings'])} | {left} | {spent} |", flush=True)
-        keep(_pointed_made(times, rows))
-    made = _pointed_made(times, rows)
+        if document.get("where"):
+            print(f"    stopped: {document['where']}", flush=True)
+            stopped.append(f"{op}: {document['where']}")
+        keep(_pointed_made(times, rows, stopped))
+    made = _pointed_made(times, rows, stopped)
     print(f"\nmedian {made['figures']['median_s']:.1f} s over {len(ops)} ops; slowest {made['figures']['slowest']} {made['figures']['slowest_s']:.1f} s")
     return made
 
@@ -117,9 +146,10 @@ def _summary(stdout: str) -> tuple[str, str]:
     return (swept.group(1) if swept else "-"), (f"{left.group(2)} of {left.group(3)}" if left else "-")
 
 
-def _pointed_made(times: dict, rows: list) -> dict:
+def _pointed_made(times: dict, rows: list, stopped: list[str]) -> dict:
     slowest = max(times, key=times.get)
-    return {"table": _record.table(["op", "cases", "wall s", "sweep s", "findings", "left out by the time target", "case seconds by kind"], rows),
+    columns = ["op", "cases", "wall s", "sweep s", "findings", "left out by the time target", "case seconds by kind"]
+    return {"stopped_where": stopped, "table": _record.table(columns, rows),
             "figures": {"median_s": round(statistics.median(times.values()), 1), "slowest": slowest, "slowest_s": round(times[slowest], 1),
                         "stopped": sum(1 for r in rows if isinstance(r[2], str)), "ops": len(rows)}}
 
@@ -159,7 +189,7 @@ def catalog(keep: str | None, without: list[str], every: int = 1, with_: str = "
     columns = ["run", "cases", "wall s", "findings", "compiled cases (pass/finding/raised/other)", "case seconds by kind"]
     print("| " + " | ".join(columns) + " |")
     print("| --- | ---: | ---: | ---: | --- | --- |")
-    seconds, rows = {}, []
+    seconds, rows, stopped = {}, [], []
     for name, args in ((first, with_.split()), *((w or "defaults", w.split()) for w in without)):
         with tempfile.TemporaryDirectory() as tmp:
             folder = os.path.join(keep, "-".join(a.strip("-") for a in args) if args else "defaults") if keep else tmp
@@ -174,18 +204,22 @@ def catalog(keep: str | None, without: list[str], every: int = 1, with_: str = "
         for kind, text in _notes(stdout):
             if kind in ("search", "compile", "refusals", "time"):
                 print(f"    note ({kind}): {text}")
-        record(_catalog_made(columns, rows, seconds))
-    made = _catalog_made(columns, rows, seconds)
+        if document.get("where"):
+            print(f"    stopped: {document['where']}", flush=True)
+            stopped.append(f"{name}: {document['where']}")
+        record(_catalog_made(columns, rows, seconds, stopped))
+    made = _catalog_made(columns, rows, seconds, stopped)
     for label, ratio in made["figures"].items():
         print(f"\n{label}: {ratio:.2f}")
     return made
 
 
-def _catalog_made(columns: list[str], rows: list, seconds: dict) -> dict:
-    """The record so far: the table, and the first run's time over each other's (where neither was stopped)."""
+def _catalog_made(columns: list[str], rows: list, seconds: dict, stopped: list[str]) -> dict:
+    """The record so far: the table, what each stopped run was doing, and the first run's time over each other's (where
+    neither was stopped)."""
     ended = {row[0] for row in rows if not isinstance(row[2], str)}
     first, *others = seconds
-    return {"table": _record.table(columns, rows),
+    return {"stopped_where": stopped, "table": _record.table(columns, rows),
             "figures": {f"ratio of {first} to {other}": round(seconds[first] / seconds[other], 2)
                         for other in others if first in ended and other in ended}}
 
