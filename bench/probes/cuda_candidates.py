@@ -133,8 +133,11 @@ def nuc_nan_backward(torch):
     a = torch.randn(2, 5, 255, generator=g)
     a[..., 3] = float("nan")
     a = a.cuda().permute(0, 2, 1).contiguous().permute(0, 2, 1).requires_grad_()
-    out = torch.linalg.matrix_norm(a, "nuc")
-    torch.cuda.synchronize()
+    try:  # on the H100 of 2026-12-07 cusolver did not converge here and raised: loud (bench/refusals-cost.md)
+        out = torch.linalg.matrix_norm(a, "nuc")
+        torch.cuda.synchronize()
+    except RuntimeError as e:
+        return 0, f"the forward raises on CUDA: {type(e).__name__} (loud)"
     print("  forward returned")
     out.sum().backward()
     torch.cuda.synchronize()
