@@ -202,11 +202,9 @@ def _judged(case: Case, run, config: SweepConfig, only: str | None, clock: deadl
             yield "call", describe(None, config, case.id)
         except Exception:  # the pool asks another worker, as it does where this one dies first
             pass
-    began = time.monotonic()
     try:
-        with deadline.running(clock):
+        with deadline.running(clock, case):
             outcome = run()
-        deadline.took(case, time.monotonic() - began)  # what the next case of its oracle's form is expected to take
     except Exception as e:  # a bug in torchsleuth, not in the op: shown apart
         outcome = Outcome(case=case, status="error", reason=f"torchsleuth failed: {one_line(e)} ({_where(e)})")
         if config.workers > 0 and only is None:

@@ -151,6 +151,9 @@ def test_an_oracles_case_begins_only_where_the_slowest_of_its_form_so_far_would_
     deadline.took(span, 45.0)
     deadline.took(compiled, 2.0)
     assert deadline.expected(span) == 45.0 and deadline.expected(searched) == 0.0
+    chain = dataclasses.replace(span, oracle="compile:chain:abs>@")
+    deadline.took(chain, 7.0)
+    assert deadline.form(chain) == "compile:chain" and deadline.expected(dataclasses.replace(span, oracle="compile:chain:@>sum")) == 7.0
     assert not clock.runs(span) and clock.note() == "time 1/2"  # 45 s would end past the deadline
     assert clock.runs(compiled) and clock.runs(searched)  # another form's estimate fits; a searched case has none
     assert deadline.Clock(deadline=time.time() + 30, end=time.time() + 60).runs(span)  # a later sweep deadline holds it

@@ -106,12 +106,16 @@ def in_stage(stage: str | None, *, slow: bool, searched: bool) -> bool:
 
 
 @contextlib.contextmanager
-def running(clock: Clock | None):
-    """``clock`` the one ``passed`` reads while a case runs (the engine's, around each case of a unit)."""
+def running(clock: Clock | None, case=None):
+    """``clock`` the one ``passed`` reads while a case runs (the engine's, around each case of a unit); ``case``, where
+    given, is told how long it took (``took``) once it ends without an error."""
     global _current
     before, _current = _current, clock
+    began = time.monotonic()
     try:
         yield
+        if case is not None:
+            took(case, time.monotonic() - began)
     finally:
         _current = before
 
@@ -127,8 +131,9 @@ def passed(seconds: float = 0.0) -> bool:
 
 
 def form(case) -> str:
-    """An oracle case's form (``large:span`` of ``large:span=8388611``, ``compile:static``); "" for any other case."""
-    return case.oracle.split("=")[0] if case.oracle else ""
+    """An oracle case's form, its oracle's first two words (``large:span`` of ``large:span=8388611``, ``compile:chain`` of
+    ``compile:chain:abs>@``); "" for any other case."""
+    return ":".join(case.oracle.split("=")[0].split(":")[:2]) if case.oracle else ""
 
 
 def took(case, seconds: float) -> None:

@@ -130,7 +130,6 @@ def _along(case, subject, x, dim: int, length: int) -> Outcome:
     return Outcome(case=case, status=judged.status, reason=reason, findings=judged.findings)
 
 
-
 def _results(case, subject, narrowed: tuple[str, ...], dim: int, size: int, length: int) -> int:
     """About how many elements the call's results hold with dim ``dim`` of its input tiled to ``length`` (the other dims
     ``narrowed``): the call with the dim at ``size`` entries and at twice that says how many each entry adds. 0 where
