@@ -3,9 +3,10 @@
 The plants are .py files written here and loaded through ``SweepConfig.imports``
 (as ``--import`` does), so they live only in the sweep's spawned worker and in
 the peer processes the oracle starts, never in this process. Each reads
-``torch.backends.cpu.get_cpu_capability()`` and goes wrong under AVX2 only;
-the worker itself runs this machine's best capability. A sweep without plants
-must stay clean.
+``torch.backends.cpu.get_cpu_capability()`` and goes wrong under ``TARGET``
+only, the capability just below this machine's best (avx2 where the CPU has
+AVX-512, default where AVX2 is its best); the worker itself runs the best one.
+A sweep without plants must stay clean.
 """
 
 from __future__ import annotations
@@ -24,8 +25,12 @@ from torchsleuth.oracles.capability import oracle as capability
 from torchsleuth.oracles.capability.detail import Detail
 from torchsleuth.report import repro
 
-pytestmark = pytest.mark.skipif("avx2" not in capability.supported() or len(capability.supported()) < 2,
-                                reason="needs an x86 CPU with AVX2: the plants go wrong under avx2")
+pytestmark = pytest.mark.skipif(len(capability.supported()) < 2, reason="needs an x86 CPU with AVX2: two capabilities to compare")
+
+# The capability the plants go wrong under: the one below the best, which the worker runs (and so stays right).
+SUPPORTED = capability.supported()
+TARGET = SUPPORTED[-2] if len(SUPPORTED) >= 2 else "avx2"
+BEST = SUPPORTED[-1]
 
 HEAD = '''
 import os
@@ -42,22 +47,22 @@ def _plant(name, kernel):
         _lib.impl(name, kernel, "CPU")
 
 
-def _avx2():
-    return torch.backends.cpu.get_cpu_capability() == "AVX2"
-'''
+def _target():
+    return torch.backends.cpu.get_cpu_capability() == TARGET
+'''.replace("TARGET", repr(TARGET.upper()))
 
-# neg is off by one in float32 under AVX2 only (a vector-path bug); abs stays right.
-WRONG_UNDER_AVX2 = HEAD + '''
+# neg is off by one in float32 under TARGET only (a vector-path bug); abs stays right.
+WRONG_UNDER_TARGET = HEAD + '''
 def _neg(x):
     result = torch.ops.aten.mul.Tensor(x, -1)
-    return result + 1 if _avx2() and x.dtype == torch.float32 else result
+    return result + 1 if _target() and x.dtype == torch.float32 else result
 _plant("neg", _neg)
 '''
 
-# exp kills its process under AVX2 only.
-CRASH_UNDER_AVX2 = HEAD + '''
+# exp kills its process under TARGET only.
+CRASH_UNDER_TARGET = HEAD + '''
 def _exp(x):
-    if _avx2():
+    if _target():
         os.abort()
     return torch.ops.aten.exp2.default(x * 1.4426950408889634)
 _plant("exp", _exp)
@@ -80,8 +85,8 @@ def listing(result) -> str:
 def planted_sweep(tmp_path_factory):
     """One sweep of neg (planted) and abs (clean) with every capability, shrinking included."""
     folder = tmp_path_factory.mktemp("capability")
-    plant = folder / "plant_avx2.py"
-    plant.write_text(WRONG_UNDER_AVX2)
+    plant = folder / "plant_target.py"
+    plant.write_text(WRONG_UNDER_TARGET)
     from torchsleuth import sweep
 
     return sweep(config(plant), db=str(folder / "runs.db")), folder
@@ -139,20 +144,20 @@ def test_plan_names_the_capabilities_and_only_on_the_cpu():
 
 
 @pytest.mark.slow
-def test_kernel_wrong_under_avx2_only_is_found_and_named(planted_sweep):
+def test_kernel_wrong_under_one_capability_only_is_found_and_named(planted_sweep):
     result, _ = planted_sweep
     assert result.findings, listing(result)
     everything = ",".join(capability.supported())
     for f in result.findings:
         assert (f.kind, f.reference, f.op, f.opinfo, f.dtype) == ("capability_mismatch", "capability", "aten.neg.default", "neg", "float32"), listing(result)
         assert f.case_id.endswith(f"|@capability:{everything}")
-        assert "ATEN_CPU_CAPABILITY=avx2" in f.summary and f.mismatch.path.endswith("under avx2"), f.summary
+        assert f"ATEN_CPU_CAPABILITY={TARGET}" in f.summary and f.mismatch.path.endswith(f"under {TARGET}"), f.summary
         assert f.mismatch.attribute == "values" and f.mismatch.max_abs_err == pytest.approx(1.0)
     assert {f.variant for f in result.findings} == {"functional", "backward"}  # neg's backward is neg
     assert not result.flaky and not result.failed_units, listing(result)
     for f in result.findings:
         assert result.shrunk[f.id].status == "shrunk", result.shrunk[f.id]
-        assert "ATEN_CPU_CAPABILITY=avx2" in result.reported(f).summary
+        assert f"ATEN_CPU_CAPABILITY={TARGET}" in result.reported(f).summary
 
 
 @pytest.mark.slow
@@ -170,7 +175,7 @@ def test_the_clean_op_beside_it_passes_with_a_tally(planted_sweep):
     assert {c.split("|")[1] for c in clean} == {"functional", "backward"}, deep
     for status, reason in clean.values():
         assert status == "pass", reason
-        assert reason.startswith(f"compared with {capability.supported()[-1]}: ") and "avx2 " in reason and "default " in reason, reason
+        assert reason.startswith(f"compared with {BEST}: ") and all(f"{c} " in reason for c in SUPPORTED[:-1]), reason
     assert not [f for f in result.findings if f.opinfo == "abs"], listing(result)
     assert "error" not in result.statuses, listing(result)
 
@@ -182,7 +187,7 @@ def test_the_finding_carries_what_was_compared_and_its_script_reads_only_that(pl
     detail = decode_detail(Detail, finding)
     assert detail.capabilities == capability.supported() and detail.reference == capability.supported()[-1], detail
     assert detail.worker == capability.supported()[-1] and detail.threads >= 1, detail
-    assert detail.imports == (str(folder / "plant_avx2.py"),), detail
+    assert detail.imports == (str(folder / "plant_target.py"),), detail
     assert repro.script(dataclasses.replace(finding, detail="")) == repro.script(finding)  # the prose is never read back
     stored_before_records = repro.script(dataclasses.replace(finding, data=""))
     assert "sys.exit(2)" in stored_before_records and "no record of the capabilities compared" in stored_before_records
@@ -194,15 +199,15 @@ def test_repro_fails_with_the_plant_and_passes_without(planted_sweep, tmp_path):
     result, folder = planted_sweep
     finding = result.reported(next(f for f in result.findings if f.variant == "functional"))
     text = repro.script(dataclasses.replace(finding, detail=""))
-    assert f"IMPORTS = ({str(folder / 'plant_avx2.py')!r},)" in text
+    assert f"IMPORTS = ({str(folder / 'plant_target.py')!r},)" in text
     planted = tmp_path / "planted.py"
     planted.write_text(text)
     clean = tmp_path / "clean.py"
-    clean.write_text(text.replace(f"IMPORTS = ({str(folder / 'plant_avx2.py')!r},)", "IMPORTS = ()"))
+    clean.write_text(text.replace(f"IMPORTS = ({str(folder / 'plant_target.py')!r},)", "IMPORTS = ()"))
     runs = {name: subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
             for name, path in (("planted", planted), ("clean", clean))}
     assert runs["planted"].returncode == 1, runs["planted"].stdout + runs["planted"].stderr
-    assert "under avx2: 1 of 1" in runs["planted"].stdout or "under avx2" in runs["planted"].stdout
+    assert f"under {TARGET}" in runs["planted"].stdout, runs["planted"].stdout
     assert runs["clean"].returncode == 0, runs["clean"].stdout + runs["clean"].stderr
     assert "OK: every capability agrees" in runs["clean"].stdout
 
@@ -211,23 +216,24 @@ def test_repro_fails_with_the_plant_and_passes_without(planted_sweep, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(len(SUPPORTED) < 3, reason="needs three capabilities: the planted one left out, two compared")
 def test_capabilities_left_out_are_not_run(tmp_path, monkeypatch, run_sweep):
-    plant = tmp_path / "plant_avx2.py"
-    plant.write_text(WRONG_UNDER_AVX2)
-    chosen = "capability:default," + capability.supported()[-1]
+    plant = tmp_path / "plant_target.py"
+    plant.write_text(WRONG_UNDER_TARGET)
+    chosen = f"capability:{SUPPORTED[0]},{BEST}"
     result = run_sweep(config(plant, ops="neg", variants=("functional",), samples=1, shrink=False, oracles=(chosen,)))
     assert result.findings == () and result.statuses.get("pass", 0) >= 2, listing(result)
 
 
 @pytest.mark.slow
-def test_a_kernel_that_kills_its_process_under_avx2_is_a_finding(tmp_path, monkeypatch, run_sweep):
-    plant = tmp_path / "crash_avx2.py"
-    plant.write_text(CRASH_UNDER_AVX2)
-    chosen = "capability:avx2," + capability.supported()[-1]
+def test_a_kernel_that_kills_its_process_under_one_capability_is_a_finding(tmp_path, monkeypatch, run_sweep):
+    plant = tmp_path / "crash_target.py"
+    plant.write_text(CRASH_UNDER_TARGET)
+    chosen = f"capability:{TARGET},{BEST}"
     result = run_sweep(config(plant, ops="exp", variants=("functional",), samples=1, shrink=False, oracles=(chosen,)))
     crashed = [f for f in result.findings if f.reference == "capability"]
     assert len(crashed) == 1, listing(result)
-    assert "kills its process under ATEN_CPU_CAPABILITY=avx2" in crashed[0].summary
+    assert f"kills its process under ATEN_CPU_CAPABILITY={TARGET}" in crashed[0].summary
     assert "SIGABRT" in crashed[0].mismatch.actual
     assert "error" not in result.statuses, listing(result)
 

@@ -110,21 +110,23 @@ def unit_events(unit, config: ShardConfig, skip: frozenset[str] = frozenset(), o
     """A unit's cases run and judged: ``("begin", id)`` before each, ``("outcome", Outcome)`` after (workers.pool's protocol).
 
     A deep part runs its cases (in plan's spread order) until its share of the run's budget (``part_seconds``) is
-    spent; the rest are skips that say so (``SAMPLED``), and the run's note counts them.
+    spent, its first case whatever the time (planning it may take longer than a small share); the rest are skips that
+    say so (``SAMPLED``), and the run's note counts them.
     """
     if not getattr(unit_events, "ready", False):  # once per process
         quiet_dtensor()
         load_imports(config.imports)
         unit_events.ready = True
     seconds = part_seconds(config) if only is None and getattr(unit, "parts", 1) > 1 else 0.0
-    deadline = time.monotonic() + seconds if seconds else None
+    deadline, ran = time.monotonic() + seconds if seconds else None, False
     for case in shard_cases.plan(unit, config):
         if case.id in skip or (only is not None and case.id != only):
             continue
         yield "begin", case.id
-        if deadline is not None and time.monotonic() > deadline:
+        if deadline is not None and ran and time.monotonic() > deadline:
             yield "outcome", Outcome(case=case, status="skip", reason=SAMPLED)
             continue
+        ran = True
         yield "outcome", _learnt(case) or _learn(run_case(case, recheck=True))
 
 
