@@ -138,13 +138,14 @@ def form(case) -> str:
 
 def took(case, seconds: float) -> None:
     """``case`` took ``seconds`` in this process: the estimate of its form's next cases (``expected``)."""
-    if form(case):
-        _slowest[form(case)] = max(_slowest.get(form(case), 0.0), seconds)
+    key = form(case)
+    if key:
+        _slowest[key] = max(_slowest.get(key, 0.0), seconds)
 
 
 def expected(case) -> float:
     """What ``case`` is expected to take: the slowest case of its form this process has run (0: none yet)."""
-    return _slowest.get(form(case), 0.0) if form(case) else 0.0
+    return _slowest.get(form(case), 0.0)  # "" (not an oracle's case) is never a key
 
 
 def spread(items: list) -> list:
