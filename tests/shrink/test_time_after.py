@@ -3,6 +3,7 @@ the run's end; a finding left is kept as found, a neighbour left untried, and th
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -113,7 +114,7 @@ def test_a_diagnosis_tries_no_neighbour_that_would_end_past_its_until_and_says_h
     cut = diagnose("g", finding, replay, slow_runner(0.3), dtypes=("float32", "float64"), until=time.time() + 0.5)
     assert cut.tries == 1 and cut.untried == whole.tries - 1  # the first runs (time is left); a second would end at 0.6 s
     assert cut.sentence.startswith("neg gives wrong values when input is transposed")
-    assert cut.sentence.endswith(f"; {cut.untried} of its {whole.tries} neighbours untried (the time target).")
+    assert cut.sentence.endswith(f"; {cut.untried} of its {whole.tries} neighbours untried (out of time).")
 
 
 def test_a_run_with_no_target_has_no_end_and_everything_fits():
@@ -132,3 +133,38 @@ def test_the_store_gives_the_seconds_of_each_findings_case(plant, run_sweep, tmp
     finally:
         store.close()
     assert set(seconds) == {f.case_id for f in result.findings} and all(s > 0 for s in seconds.values())
+
+
+def test_without_a_target_a_groups_diagnosis_ends_with_its_own_seconds_and_says_what_it_left(plant, run_sweep, monkeypatch):
+    """A compiled group's neighbours compile, seconds each: a catalog run (no target) diagnoses it within
+    DIAGNOSE_SECONDS, not for as long as every neighbour takes."""
+    plant("neg", neg_wrong_when_transposed)
+    whole = run_sweep(config())
+    assert whole.groups and all(g.diagnosis and "untried" not in g.diagnosis for g in whole.groups)
+    real = stage.run_case
+
+    def slow(case, *args, **kwargs):
+        time.sleep(0.3)
+        return real(case, *args, **kwargs)
+
+    monkeypatch.setattr(stage, "run_case", slow)
+    monkeypatch.setattr(stage, "DIAGNOSE_SECONDS", 0.5)
+    monkeypatch.setattr(stage.shrinker, "MAX_SECONDS", 0.5)  # each finding: its replay and the last one
+    cut = run_sweep(config())
+    assert [g.id for g in cut.groups] == [g.id for g in whole.groups]
+    for g in cut.groups:  # the first neighbour runs; a second would end at 0.6 s
+        said = re.search(r"; (\d+) of its (\d+) neighbours untried \(out of time\)\.$", g.diagnosis)
+        assert said and int(said[2]) - int(said[1]) == 1 and int(said[1]) >= 2, g.diagnosis
+
+
+def test_a_shrink_starts_no_candidate_whose_replay_and_the_last_would_end_past_its_seconds(plant, run_sweep):
+    from torchsleuth.shrink.shrinker import shrink
+
+    plant("neg", neg_wrong_when_transposed)
+    finding = run_sweep(config(shrink=False)).findings[0]
+    whole = shrink(finding, slow_runner(0.0), max_seconds=60)
+    assert whole.status == "shrunk" and whole.tries > 4
+    began = time.monotonic()
+    cut = shrink(finding, slow_runner(0.3), max_seconds=0.8)  # after the first replay, 0.3 + 2 x 0.3 would pass 0.8
+    assert cut.tries == 2 and cut.status == "shrunk" and cut.case_id == finding.case_id  # the replay and the last one
+    assert time.monotonic() - began < 0.8

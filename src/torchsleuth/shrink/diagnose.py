@@ -19,8 +19,9 @@ args[0], args[1] is fine; in float32 and float64." Each layout is said once:
 a combined layout whose first part fails alone is a modifier of that part
 ("at a storage offset or not"), not a clause of its own.
 
-In a run with a time target (``until``: run.deadline.finish) a neighbour is
-tried only while the longest one so far would end by then; those left are
+With a time limit (``until``: the run's end, run.deadline.finish, or the
+diagnosis's own seconds, shrink.stage) a neighbour is tried only while the
+longest one so far would end by then; those left are
 neither failing nor fine, and the sentence says how many were not tried.
 """
 
@@ -57,7 +58,7 @@ def diagnose(group: str, finding: Finding, shrunk: Finding, run: Runner, *, dtyp
     tries, untried, longest = 0, 0, 0.0
 
     def verdict(c: Case) -> bool | None:
-        """True: fails the same way; False: judged clean; None: neither (or not tried, for the time target)."""
+        """True: fails the same way; False: judged clean; None: neither (or not tried, out of time)."""
         nonlocal tries, untried, longest
         if not deadline.fits(until, longest):
             untried += 1
@@ -173,7 +174,7 @@ def sentence(d: Diagnosis, shrunk: Finding) -> str:
     if d.cpu:
         parts.append("the CPU is fine" if d.cpu == "passes" else "the CPU fails too")
     if d.untried:
-        parts.append(f"{d.untried} of its {d.tries + d.untried} neighbours untried (the time target)")
+        parts.append(f"{d.untried} of its {d.tries + d.untried} neighbours untried (out of time)")
     return "; ".join(parts) + "."
 
 

@@ -24,6 +24,10 @@ costs less and still fails, meaning its outcome holds a finding of the same
 kind against the same reference in the same aten op. After each success the moves start again
 from the new case; the search stops when a whole round makes no progress, or
 when the budget of runs or seconds is spent (the best case so far is kept).
+The seconds bound the whole shrink, replays included: a candidate is tried
+only while it and the last replay, each as long as the longest replay so far,
+would end within them (a compiled case or a span probe replays in seconds, so
+the search for it does not start a replay at its last moment).
 
 The original case is replayed first, in this process, with references of its
 own: a finding that does not recur, on a replay that was judged clean, is
@@ -113,12 +117,15 @@ def shrink(finding: Finding, run: Runner, *, healthy: Callable[[], bool] = lambd
     original = Case.parse(finding.case_id)
     if finding.kind in UNREPLAYED:
         return Shrunk(finding=finding.id, status="kept", case_id=original.id, reason=UNREPLAYED[finding.kind])
-    tries = 0
+    tries, longest = 0, 0.0
+    deadline = time.monotonic() + max_seconds
 
     def replay(case: Case) -> Outcome:
-        nonlocal tries
+        nonlocal tries, longest
         tries += 1
+        began = time.monotonic()
         outcome = run(case)
+        longest = max(longest, time.monotonic() - began)
         if not healthy():
             raise DeviceLost(outcome.reason)
         return outcome
@@ -134,12 +141,15 @@ def shrink(finding: Finding, run: Runner, *, healthy: Callable[[], bool] = lambd
             return Shrunk(finding=finding.id, status="flaky", case_id=original.id, tries=tries,
                           reason="the finding did not recur when its case was replayed in a fresh process")
         best, best_cost = original, simpler(original)
-        deadline = time.monotonic() + max_seconds
+
+        def in_time() -> bool:  # a candidate's replay and the last one, each as long as the longest so far, end in time
+            return time.monotonic() + 2 * longest < deadline
+
         progress = True
-        while progress and tries < max_tries and time.monotonic() < deadline:
+        while progress and tries < max_tries and in_time():
             progress = False
             for candidate in moves(best):
-                if tries >= max_tries or time.monotonic() >= deadline:
+                if tries >= max_tries or not in_time():
                     break
                 candidate_cost = _cost_or_none(candidate, simpler)
                 if candidate_cost is None or candidate_cost >= best_cost:

@@ -18,12 +18,16 @@ are loaded as they were for the sweep):
 
 Both skip what the store already has, so a sweep killed while shrinking
 resumes here. In a run with a time target both end by the run's end
-(run.deadline.finish): a finding is shrunk only where its case, run again,
-ends by then (its own seconds, from the store), and is kept as found
-otherwise (``OUT_OF_TIME``); a group is diagnosed only while time is left,
-and its neighbours are tried only while the longest so far would end in
-time (shrink.diagnose); what they leave is counted in a ``time-after``
-note (report.notes). With ``workers=0`` both run in this process, as the
+(run.deadline.finish): a finding is shrunk only where its case, run twice
+(the replay, and the last replay of what the search kept), ends by then
+(its own seconds, from the store), and is kept as found otherwise
+(``OUT_OF_TIME``); a group is diagnosed only while time is left, and its
+neighbours are tried only while the longest so far would end in time
+(shrink.diagnose); what they leave is counted in a ``time-after`` note
+(report.notes). With or without a target, a finding's shrink has
+``shrinker.MAX_SECONDS`` and a group's diagnosis ``DIAGNOSE_SECONDS`` (a
+slower oracle's up to ``_SLOWER_SHRINK`` times either), and a job that runs
+past the run's end by ``_SLACK_SECONDS`` has its worker killed. With ``workers=0`` both run in this process, as the
 sweep did (tests plant kernels in-process). Otherwise both run in the
 sweep's own pool, whose workers are up already and have loaded the user's
 ``--import`` modules.
@@ -55,8 +59,13 @@ from .shrinker import LOST
 # shrinker.MAX_SECONDS, but one replay can take as long as a case may.
 _SLACK_SECONDS = 30.0
 
-# A slower oracle's case (a compile: a second or more a replay) has up to this many times the shrinker's seconds.
+# A slower oracle's case (a compile: a second or more a replay) has up to this many times the shrinker's seconds,
+# and its group up to this many times a diagnosis's.
 _SLOWER_SHRINK = 3.0
+
+# The seconds one group's diagnosis may take, where the run has no time target to end it: its neighbours are tried
+# while the longest so far would end within them (a compiled group's neighbours compile, seconds each).
+DIAGNOSE_SECONDS = 20.0
 
 Step = Callable[[str, int, int], None]  # (pass name, done, total)
 
@@ -175,6 +184,9 @@ def _run(jobs: list[Job], work, config: SweepConfig, record, *, failed, pool: Po
             recorded(finding_id, failed(by_id[finding_id], f"{'crashed' if kind == 'crash' else 'hung'}: {how}"))
 
     pool.timeout = shrinker.MAX_SECONDS + config.timeout + _SLACK_SECONDS
+    end = deadline.finish(config)
+    if end:  # none may run long past the run's end: a safety net under the stage's own bounds
+        pool.timeout = min(pool.timeout, max(end - time.time(), 0.0) + _SLACK_SECONDS)
     pool.run(jobs, close=False, callbacks=Callbacks(
         skip_for=lambda job: set(),
         on_outcome=on_outcome,
@@ -200,12 +212,12 @@ def _shrink_work(job: Job, config: SweepConfig, skip: frozenset[str], only: str 
         if finding.id in skip or (only is not None and finding.id != only):
             continue
         yield "begin", finding.id
-        if not deadline.fits(end, seconds):  # its replay alone would end past the run's time target: kept as found
+        if not deadline.fits(end, 2 * seconds):  # its two replays would end past the run's time target: kept as found
             yield "outcome", Shrunk(finding=finding.id, status="kept", case_id=finding.case_id, reason=OUT_OF_TIME)
             continue
         limit = shrinker.MAX_SECONDS * min(oracles.slower(finding.case_id), _SLOWER_SHRINK)
-        if end:  # the search for a smaller case, after the replay, ends with the run's time
-            limit = max(0.0, min(limit, end - time.time() - seconds))
+        if end:  # the shrink, its replays included, ends with the run's time
+            limit = max(0.0, min(limit, end - time.time()))
         # an oracle's own moves first (a compiled chain with one op dropped), its part of the cost before the shrinker's
         result = shrink(finding, functools.partial(run_case, oracles=oracles), healthy=healthy,
                         moves=lambda case: itertools.chain(oracles.moves(case), shrinker.candidates(case)),
@@ -228,9 +240,10 @@ def _diagnose_work(job: Job, config: SweepConfig, skip: frozenset[str], only: st
         if not deadline.fits(end, 0.0):
             yield "outcome", None  # no diagnosis: the run's time target ran out (counted by diagnose_groups)
             continue
+        until = deadline.earliest(end, time.time() + DIAGNOSE_SECONDS * min(oracles.slower(shrunk.case_id), _SLOWER_SHRINK))
         try:
             yield "outcome", diagnose(group, finding, shrunk, functools.partial(run_case, oracles=oracles), dtypes=config.dtypes,
-                                      healthy=healthy, until=end)
+                                      healthy=healthy, until=until)
         except shrinker.DeviceLost as e:
             yield "outcome", None  # no diagnosis: a neighbour took the device down
             raise DeviceLost(str(e)) from None
