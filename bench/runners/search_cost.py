@@ -259,7 +259,7 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=1, metavar="K", help="catalog: every K-th op of the catalog only (default 1: all)")
     parser.add_argument("--without", action="append", metavar="FLAGS",
                         help="catalog: a run with these flags after the defaults' (repeatable; default '--search none'; "
-                             "'' the defaults alone)")
+                             "'' the defaults alone; '-' no such run: the first alone, where a device call has time for one)")
     parser.add_argument("--with", dest="with_", default="", metavar="FLAGS",
                         help="catalog: the first run's flags after the defaults' ('--compile'); the --without runs leave them out; "
                              "pointed: every run's flags ('--time 0')")
@@ -273,7 +273,8 @@ def main() -> int:
                        keep=lambda so_far: _record.write(args.out, "search-cost", **so_far, complete=False),
                        findings=args.out if args.keep else None, with_=args.with_)
     else:
-        made = catalog(args.out if args.keep else None, ["--search none"] if args.without is None else args.without, args.every,
+        without = ["--search none"] if args.without is None else [w for w in args.without if w != "-"]
+        made = catalog(args.out if args.keep else None, without, args.every,
                        args.with_, args.device, args.cap, record=lambda so_far: _record.write(args.out, "search-cost", **so_far, complete=False))
     _record.write(args.out, "search-cost", **made, complete=True)
     return 0

@@ -136,8 +136,10 @@ def test_the_store_gives_the_seconds_of_each_findings_case(plant, run_sweep, tmp
 
 
 def test_without_a_target_a_groups_diagnosis_ends_with_its_own_seconds_and_says_what_it_left(plant, run_sweep, monkeypatch):
-    """A compiled group's neighbours compile, seconds each: a catalog run (no target) diagnoses it within
-    DIAGNOSE_SECONDS, not for as long as every neighbour takes."""
+    """A compiled group's neighbours compile, seconds each: a catalog run (no target) diagnoses a slower oracle's group
+    within DIAGNOSE_SECONDS times its slower, not for as long as every neighbour takes; the others' in full."""
+    from torchsleuth.judge.plugin import Registry
+
     plant("neg", neg_wrong_when_transposed)
     whole = run_sweep(config())
     assert whole.groups and all(g.diagnosis and "untried" not in g.diagnosis for g in whole.groups)
@@ -148,8 +150,11 @@ def test_without_a_target_a_groups_diagnosis_ends_with_its_own_seconds_and_says_
         return real(case, *args, **kwargs)
 
     monkeypatch.setattr(stage, "run_case", slow)
-    monkeypatch.setattr(stage, "DIAGNOSE_SECONDS", 0.5)
-    monkeypatch.setattr(stage.shrinker, "MAX_SECONDS", 0.5)  # each finding: its replay and the last one
+    monkeypatch.setattr(stage, "DIAGNOSE_SECONDS", 0.25)
+    monkeypatch.setattr(stage.shrinker, "MAX_SECONDS", 0.25)  # each finding: its replay and the last one
+    plain = run_sweep(config())  # the plain group's neighbours are calls: all tried
+    assert all(g.diagnosis and "untried" not in g.diagnosis for g in plain.groups)
+    monkeypatch.setattr(Registry, "slower", lambda self, case_id: 2.0)  # its cases as slow as a slower oracle's
     cut = run_sweep(config())
     assert [g.id for g in cut.groups] == [g.id for g in whole.groups]
     for g in cut.groups:  # the first neighbour runs; a second would end at 0.6 s

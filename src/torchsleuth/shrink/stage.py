@@ -25,9 +25,10 @@ resumes here. In a run with a time target both end by the run's end
 neighbours are tried only while the longest so far would end in time
 (shrink.diagnose); what they leave is counted in a ``time-after`` note
 (report.notes). With or without a target, a finding's shrink has
-``shrinker.MAX_SECONDS`` and a group's diagnosis ``DIAGNOSE_SECONDS`` (a
-slower oracle's up to ``_SLOWER_SHRINK`` times either), and a job that runs
-past the run's end by ``_SLACK_SECONDS`` has its worker killed. With ``workers=0`` both run in this process, as the
+``shrinker.MAX_SECONDS`` (a slower oracle's up to ``_SLOWER_SHRINK`` times
+it), a slower oracle's group's diagnosis ``DIAGNOSE_SECONDS`` as many times,
+and a job that runs past the run's end by ``_SLACK_SECONDS`` has its worker
+killed. With ``workers=0`` both run in this process, as the
 sweep did (tests plant kernels in-process). Otherwise both run in the
 sweep's own pool, whose workers are up already and have loaded the user's
 ``--import`` modules.
@@ -63,8 +64,9 @@ _SLACK_SECONDS = 30.0
 # and its group up to this many times a diagnosis's.
 _SLOWER_SHRINK = 3.0
 
-# The seconds one group's diagnosis may take, where the run has no time target to end it: its neighbours are tried
-# while the longest so far would end within them (a compiled group's neighbours compile, seconds each).
+# The seconds a slower oracle's group (a compile's, a span probe's) has for its diagnosis, times its oracle's slower
+# (up to _SLOWER_SHRINK), where the run has no time target to end it: its neighbours are tried while the longest so far
+# would end within them (a compiled group's neighbours each compile). Other groups' neighbours are calls, and run all.
 DIAGNOSE_SECONDS = 20.0
 
 Step = Callable[[str, int, int], None]  # (pass name, done, total)
@@ -240,7 +242,8 @@ def _diagnose_work(job: Job, config: SweepConfig, skip: frozenset[str], only: st
         if not deadline.fits(end, 0.0):
             yield "outcome", None  # no diagnosis: the run's time target ran out (counted by diagnose_groups)
             continue
-        until = deadline.earliest(end, time.time() + DIAGNOSE_SECONDS * min(oracles.slower(shrunk.case_id), _SLOWER_SHRINK))
+        slower = oracles.slower(shrunk.case_id)
+        until = end if slower <= 1 else deadline.earliest(end, time.time() + DIAGNOSE_SECONDS * min(slower, _SLOWER_SHRINK))
         try:
             yield "outcome", diagnose(group, finding, shrunk, functools.partial(run_case, oracles=oracles), dtypes=config.dtypes,
                                       healthy=healthy, until=until)
