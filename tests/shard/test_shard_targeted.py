@@ -3,9 +3,10 @@
 Each plant is a module given to ``--import`` (so that every worker process
 has it), rewriting what DTensor's sharding propagation returns for one aten
 op, in one situation: the three classes of reduction-rule bug the second seed
-story describes. Each is found by ``torchsleuth shard --ops NAME`` with the
-defaults (the forward only, to keep the suite short), the first wrong rule
-named; the same run without the plant is clean.
+story describes. Each is found by ``torchsleuth shard --ops sum,softmax`` with
+the defaults (the forward only, and the three in one run, to keep the suite
+short: each is found where only it can be), the first wrong rule named; the
+same run without the plant is clean.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from shard_plants import rule_plant
 
 pytestmark = pytest.mark.skipif(bool(support.missing() or support.simulator()), reason=support.missing() or support.simulator())
 
-def _shard(tmp_path, op: str, mode: str | None) -> dict:
+def _shard(tmp_path, ops: str, modes: tuple[str, ...]) -> dict:
     from torchsleuth.cli.main import main
 
-    argv = ["shard", "--ops", op, "--variants", "functional", "--gloo", "0", "--no-progress", "--no-shrink",
+    argv = ["shard", "--ops", ops, "--variants", "functional", "--gloo", "0", "--no-progress", "--no-shrink",
             "--out", str(tmp_path / "out"), "--json", str(tmp_path / "f.json")]
-    if mode is not None:
-        (tmp_path / "plant.py").write_text(rule_plant(mode))
+    if modes:
+        (tmp_path / "plant.py").write_text(rule_plant(*modes))
         argv += ["--import", str(tmp_path / "plant.py")]
     code = main(argv)
     data = json.loads((tmp_path / "f.json").read_text())
@@ -70,28 +71,35 @@ def test_growing_a_sample_keeps_its_coupled_sizes_and_makes_shards_differ():
     assert not grown.input[:6].equal(grown.input[6:])  # the two shards of a Shard(0) on 2 ranks differ
 
 
+def _placement(finding: dict) -> str:
+    """The input's placements, as the case id spells them (SS0x2.S0: a _StridedShard, then a Shard)."""
+    return finding["case_id"].split("|")[5]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("op,mode,blamed", [
-    ("sum", "strided_kept_as_shard", "aten.sum.dim_IntList"),
-    ("softmax", "strided_reduced_dim_not_replicated", "aten._softmax.default"),
-    ("sum", "keepdim_partial_claimed_as_shard", "aten.sum.dim_IntList"),
-])
-def test_each_reduction_rule_bug_of_the_seed_story_is_found_by_a_pointed_run_with_defaults(tmp_path, op, mode, blamed):
-    data = _shard(tmp_path, op, mode)
-    assert data["findings"], f"{mode}: no finding"
-    kinds = {f["kind"] for f in data["findings"]}
-    assert kinds == {"sharding_mismatch"}, kinds
-    assert {f["op"] for f in data["findings"]} == {blamed}
-    placements = {a.get("placement", "") for f in data["findings"] for a in f["args"]} | {f["summary"] for f in data["findings"]}
-    wanted = "Partial" if mode.startswith("keepdim") else "_StridedShard"
-    assert any(wanted in p or "SS" in p for p in placements), placements
+def test_each_reduction_rule_bug_of_the_seed_story_is_found_by_a_pointed_run_with_defaults(tmp_path):
+    """The three plants in one run over both ops (a pointed run: deep, within its one budget), each found where only it
+    can be: the strided ones on a _StridedShard input, the keepdim one on inputs with none."""
+    data = _shard(tmp_path, "sum,softmax", ("strided_kept_as_shard", "strided_reduced_dim_not_replicated", "keepdim_partial_claimed_as_shard"))
+    assert data["findings"] and {f["kind"] for f in data["findings"]} == {"sharding_mismatch"}
+    by_op = {op: [f for f in data["findings"] if f["op"] == op] for op in ("aten.sum.dim_IntList", "aten._softmax.default")}
+    assert sum(map(len, by_op.values())) == len(data["findings"]), {f["op"] for f in data["findings"]}
+    softmax, sums = by_op["aten._softmax.default"], by_op["aten.sum.dim_IntList"]
+    # strided_reduced_dim_not_replicated: softmax over a dim held as _StridedShard
+    assert softmax and all("SS" in _placement(f) for f in softmax), {_placement(f) for f in softmax}
+    # strided_kept_as_shard: a sum with keepdim=False (the keepdim plant's never are) over a _StridedShard input
+    assert [f for f in sums if "SS" in _placement(f) and "arg:keepdim=False" in f["case_id"]]
+    # keepdim_partial_claimed_as_shard: a sum over an input with no _StridedShard (the strided plant's all have one)
+    kept = [f for f in sums if "SS" not in _placement(f)]
+    assert kept and all("arg:keepdim=True" in f["case_id"] for f in kept), [f["case_id"] for f in kept]
     # one rule's bug on every dim and split factor is one group per kind of placement, not one per placement
-    assert len(data["groups"]) <= 8 < len(data["findings"]), [g["summary"] for g in data["groups"]]
+    for op, found in by_op.items():
+        groups = {f["group"] for f in found}
+        assert len(groups) <= 8 < len(found), (op, len(groups), len(found))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("op", ["sum", "softmax"])
-def test_the_same_pointed_runs_without_a_plant_are_clean(tmp_path, op):
-    data = _shard(tmp_path, op, None)
-    assert data["cases"] > 500
+def test_the_same_pointed_run_without_a_plant_is_clean(tmp_path):
+    data = _shard(tmp_path, "sum,softmax", ())
+    assert data["cases"] > 1000
     assert not [f for f in data["findings"] if f["kind"] == "sharding_mismatch"], data["findings"]
