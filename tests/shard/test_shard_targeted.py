@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from torchsleuth.cases.records import Unit
+from torchsleuth.cases.records import Case, Unit
 from torchsleuth.shard import cases as shard_cases, support, targeted
 
 from shard_plants import rule_plant
@@ -72,8 +72,8 @@ def test_growing_a_sample_keeps_its_coupled_sizes_and_makes_shards_differ():
 
 
 def _placement(finding: dict) -> str:
-    """The input's placements, as the case id spells them (SS0x2.S0: a _StridedShard, then a Shard)."""
-    return finding["case_id"].split("|")[5]
+    """The input's placements, as the case spells them (SS0x2.S0: a _StridedShard, then a Shard)."""
+    return dict(Case.parse(finding["case_id"]).layouts).get("input", "")
 
 
 @pytest.mark.slow
@@ -88,10 +88,10 @@ def test_each_reduction_rule_bug_of_the_seed_story_is_found_by_a_pointed_run_wit
     # strided_reduced_dim_not_replicated: softmax over a dim held as _StridedShard
     assert softmax and all("SS" in _placement(f) for f in softmax), {_placement(f) for f in softmax}
     # strided_kept_as_shard: a sum with keepdim=False (the keepdim plant's never are) over a _StridedShard input
-    assert [f for f in sums if "SS" in _placement(f) and "arg:keepdim=False" in f["case_id"]]
+    assert [f for f in sums if "SS" in _placement(f) and "arg:keepdim=False" in Case.parse(f["case_id"]).edits]
     # keepdim_partial_claimed_as_shard: a sum over an input with no _StridedShard (the strided plant's all have one)
     kept = [f for f in sums if "SS" not in _placement(f)]
-    assert kept and all("arg:keepdim=True" in f["case_id"] for f in kept), [f["case_id"] for f in kept]
+    assert kept and all("arg:keepdim=True" in Case.parse(f["case_id"]).edits for f in kept), [f["case_id"] for f in kept]
     # one rule's bug on every dim and split factor is one group per kind of placement, not one per placement
     for op, found in by_op.items():
         groups = {f["group"] for f in found}
