@@ -97,12 +97,15 @@ def shrunk_finding(plant, run_sweep, tmp_path):
     return finding, result.shrunk[finding.id].replay
 
 
-def slow_runner(seconds: float):
+def slow_runner(seconds: float, real=None):
+    """``real`` (the engine's run_case by default), ``seconds`` slower a call."""
     from torchsleuth.engine import run_case
 
-    def run(case):
+    real = real or run_case
+
+    def run(case, *args, **kwargs):
         time.sleep(seconds)
-        return run_case(case)
+        return real(case, *args, **kwargs)
 
     return run
 
@@ -143,13 +146,7 @@ def test_without_a_target_a_groups_diagnosis_ends_with_its_own_seconds_and_says_
     plant("neg", neg_wrong_when_transposed)
     whole = run_sweep(config())
     assert whole.groups and all(g.diagnosis and "untried" not in g.diagnosis for g in whole.groups)
-    real = stage.run_case
-
-    def slow(case, *args, **kwargs):
-        time.sleep(0.3)
-        return real(case, *args, **kwargs)
-
-    monkeypatch.setattr(stage, "run_case", slow)
+    monkeypatch.setattr(stage, "run_case", slow_runner(0.3, stage.run_case))
     monkeypatch.setattr(stage, "DIAGNOSE_SECONDS", 0.25)
     monkeypatch.setattr(stage.shrinker, "MAX_SECONDS", 0.25)  # each finding: its replay and the last one
     plain = run_sweep(config())  # the plain group's neighbours are calls: all tried
