@@ -8,6 +8,15 @@ cases move on, before its recompile limit (8), and before a case id runs a
 second time (a shrink replay must compile again to see a change made by
 compiling).
 
+Storage offsets. Dynamo's guards check a tensor's sizes and strides, not its
+storage offset, so a graph compiled for a tensor at offset 0 would be reused
+for the same tensor at an offset. Inductor compiles differently for an input
+at an offset (it assumes no alignment there), and a repro script compiles
+for the offset its case has. So which arguments sit at an offset is part of
+the scope: a case at an offset is compiled for it, as its repro is, and a
+diagnosis neighbour at an offset does not inherit its group's graph (it did:
+one compiled group's verdict changed between two runs of the same sweep).
+
 Caches. Inductor's on-disk FX-graph and AOTAutograd caches are off for these
 compiles: a cache hit skips the decompositions and lowerings, where a state
 change or a wrong lowering would happen, so results would depend on what an
@@ -40,6 +49,7 @@ from typing import Callable
 
 import torch
 
+from ...cases import layouts
 from ...cases.records import Case
 
 # Compiles of one function before dynamo is reset (its recompile limit is 8).
@@ -47,7 +57,7 @@ RECOMPILES = 6
 
 
 class Compiler:
-    """One compiled function per (op, variant, dtype, device, dynamic); dynamo reset between them."""
+    """One compiled function per (op, variant, dtype, device, dynamic, arguments at an offset); dynamo reset between them."""
 
     def __init__(self):
         self.scope = None
@@ -58,7 +68,7 @@ class Compiler:
 
     def get(self, case: Case, function: Callable, *, dynamic: bool = False):
         """The compiled ``call_op(args, kwargs)`` of ``function``."""
-        scope = (case.op, case.variant, case.dtype, case.device, dynamic)
+        scope = (case.op, case.variant, case.dtype, case.device, dynamic, _at_offset(case))
         if scope != self.scope or function is not self.function or case.id in self.seen or self.graphs >= RECOMPILES:
             torch._dynamo.reset()
             self.scope, self.function, self.graphs = scope, function, 0
@@ -69,6 +79,11 @@ class Compiler:
     def _backend(self, graph, example_inputs):
         self.graphs += 1
         return torch._dynamo.lookup_backend("inductor")(graph, example_inputs)
+
+
+def _at_offset(case: Case) -> tuple[str, ...]:
+    """The arguments a case lays out at a storage offset (``offset`` and the layouts combined with it)."""
+    return tuple(path for path, name in case.layouts if "offset" in getattr(layouts.find(name), "property", "").split("+"))
 
 
 def _caller(function: Callable) -> Callable:
