@@ -168,9 +168,10 @@ def test_a_reduction_that_loses_elements_past_32768_is_found_on_the_stretched_ca
 
 
 def test_real_reductions_stay_clean_over_long_rows(run_sweep):
-    result = run_sweep(config("sum,mean,amax,argmax,logsumexp,var"))
+    # var is left out: its twenty stretched cases take twenty seconds of the suite, and the catalog runs it (bench/deep-large.md)
+    result = run_sweep(config("sum,mean,amax,argmax,logsumexp"))
     assert not result.findings, [f.summary for f in result.findings]
-    assert result.statuses.get("pass", 0) >= 30 and "error" not in result.statuses, result.reasons
+    assert result.statuses.get("pass", 0) >= 25 and "error" not in result.statuses, (result.statuses, result.reasons)
 
 
 # --- rows: dim 0 tiled to 65535, 65536, 65537 ---------------------------------------------------
