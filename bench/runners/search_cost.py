@@ -112,6 +112,7 @@ def pointed(count: int, names: list[str] | None = None, device: str | None = Non
             seconds, document, stdout = cli(["--ops", op, *(["--device", device] if device else []), *with_.split()], tmp, cap)
             spent = breakdown(os.path.join(tmp, "out", "runs.db"))
             if findings and not document.get("stopped"):
+                os.makedirs(findings, exist_ok=True)
                 shutil.copy(os.path.join(tmp, "f.json"), os.path.join(findings, f"pointed-{op}.json"))
         times[op] = seconds
         wall = f"stopped at {cap:.0f}" if document.get("stopped") else round(seconds, 1)

@@ -78,6 +78,22 @@ def test_where_the_cpu_refuses_the_samples_own_values_too_they_are_sent(assertin
     assert device_calls == [REFUSED[0]]
 
 
+def test_a_cpu_without_the_kernel_for_the_changed_call_refuses_no_values_and_the_call_is_sent(asserting_cpu, device_calls, plant):
+    # the CPU lacks a kernel only for what the changed values reach (bicubic's antialias in half precision has none on
+    # the CPU, and CUDA's is right): no value was refused, so the device is asked; its own error is the case's outcome
+    def lacking(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+        if weight.numel() == 0:
+            raise NotImplementedError("\"embedding_empty\" not implemented for 'Float'")
+        return weight.index_select(0, indices.reshape(-1)).reshape(*indices.shape, weight.shape[-1])
+
+    plant("embedding", lacking)
+    outcome = run_case(Case.parse(REFUSED[0]))
+    assert "Refused" not in outcome.reason and "not implemented for 'Float'" in outcome.reason, outcome.reason
+    assert device_calls == [REFUSED[0]]
+    assert references.unimplemented(RuntimeError("\"upsample_bicubic2d\" not implemented for 'Half'"))  # older releases
+    assert not references.unimplemented(IndexError("index out of range in self"))
+
+
 def test_off_an_asserting_device_the_call_is_made_and_raises_there(device_calls):
     outcome = run_case(Case.parse(REFUSED[0]))
     assert outcome.status == "raised" and "Refused" not in outcome.reason and "index_select" in outcome.reason
