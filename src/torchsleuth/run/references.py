@@ -92,7 +92,7 @@ def unimplemented(error: BaseException) -> bool:
     antialias in half precision), as against refusing its values: ``NotImplementedError``, or the dispatch macros'
     "not implemented for 'Half'" that older releases raise as a ``RuntimeError``. Such a call is sent to the device
     as any other: on an H100, 32 of one pointed run's refused cases were dtype gaps like this one, and the refusal
-    differential named each "unchecked" (bench/cuda-pointed.md)."""
+    differential named each "unchecked" (bench/time-target.md)."""
     return isinstance(error, NotImplementedError) or "not implemented for '" in str(error)
 
 

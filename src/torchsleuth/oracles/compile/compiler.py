@@ -10,9 +10,9 @@ compiling).
 
 Storage offsets. Dynamo's guards check a tensor's sizes and strides, not its
 storage offset, so a graph compiled for a tensor at offset 0 would be reused
-for the same tensor at an offset. Inductor compiles differently for an input
-at an offset (it assumes no alignment there), and a repro script compiles
-for the offset its case has. So which arguments sit at an offset is part of
+for the same tensor at an offset. Inductor reads an input's alignment when it
+compiles, so a graph for an input at an offset is another graph, and a
+repro script compiles for the offset its case has. So which arguments sit at an offset is part of
 the scope: a case at an offset is compiled for it, as its repro is, and a
 diagnosis neighbour at an offset does not inherit its group's graph (it did:
 one compiled group's verdict changed between two runs of the same sweep).
