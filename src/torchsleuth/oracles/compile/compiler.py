@@ -83,7 +83,7 @@ class Compiler:
 
 def _at_offset(case: Case) -> tuple[str, ...]:
     """The arguments a case lays out at a storage offset (``offset`` and the layouts combined with it)."""
-    return tuple(path for path, name in case.layouts if "offset" in getattr(layouts.find(name), "property", "").split("+"))
+    return tuple(path for path, name in case.layouts if "offset" in layouts.parts_of(name))
 
 
 def _caller(function: Callable) -> Callable:
